@@ -1,0 +1,103 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { Scalar } from "@scalar/hono-api-reference";
+import { HTTPException } from "hono/http-exception";
+import { accountRoutes } from "./account/routes";
+import { authenticate } from "./auth/middleware";
+import { tokenRoutes } from "./auth/routes";
+import { ConfigError, loadConfig } from "./config";
+import { ApiError, ErrorSchema } from "./errors";
+import { leaseCallbackRoutes, leaseRoutes } from "./leases/routes";
+import { scrubText } from "./providers/scrub";
+import { offerRoutes } from "./offers/routes";
+import { reaperRoutes } from "./reaper/routes";
+import { createRouter } from "./router";
+import { scheduleRoutes } from "./schedules/routes";
+import { createServices, type Services } from "./services";
+import { VERSION } from "./version";
+
+const healthRoute = createRoute({
+  method: "get",
+  path: "/health",
+  tags: ["meta"],
+  summary: "Liveness: no token needed",
+  responses: {
+    200: {
+      description: "The worker answers.",
+      content: { "application/json": { schema: z.object({ ok: z.literal(true), version: z.string() }) } },
+    },
+  },
+});
+
+export interface AppOptions {
+  /** replaces the services built from env (tests inject clocks and fakes this way) */
+  services?: (env: Env) => Services;
+}
+
+/** The whole HTTP surface: routes, auth, the error envelope and the OpenAPI document. */
+export function createApp(options: AppOptions = {}) {
+  const app = createRouter();
+
+  app.use("*", async (c, next) => {
+    c.set("services", options.services ? options.services(c.env) : createServices(c.env, loadConfig(c.env)));
+    await next();
+  });
+
+  app.openapi(healthRoute, (c) => c.json({ ok: true as const, version: VERSION }, 200));
+
+  // The job's call-back carries its lease's own secret, not an API token: mounted before auth.
+  app.route("/v1", leaseCallbackRoutes);
+  app.use("/v1/*", authenticate);
+  app.route("/v1", offerRoutes);
+  app.route("/v1", leaseRoutes);
+  app.route("/v1", scheduleRoutes);
+  app.route("/v1", reaperRoutes);
+  app.route("/v1", accountRoutes);
+  app.route("/v1", tokenRoutes);
+
+  app.openAPIRegistry.registerComponent("securitySchemes", "Bearer", {
+    type: "http",
+    scheme: "bearer",
+    description: "The ADMIN_TOKEN secret, or a scoped token (gl_...) made with POST /v1/tokens.",
+  });
+  app.doc31("/openapi.json", {
+    openapi: "3.1.0",
+    info: {
+      title: "gpulease",
+      version: VERSION,
+      description: "Rent GPU machines from RunPod, Vast.ai and VRAMfarm; every teardown verified.",
+    },
+  });
+  app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "gpulease API" }));
+
+  app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}`, code: "not_found" as const }, 404));
+
+  app.onError((err, c) => {
+    if (err instanceof ApiError) {
+      for (const [name, value] of Object.entries(err.headers)) c.header(name, value);
+      return c.json(err.body(), err.status);
+    }
+    if (err instanceof HTTPException && err.status < 500) {
+      // Hono's own 4xx (a body that is not JSON, a malformed header) get the same envelope.
+      const code = err.status === 401 ? "unauthorized" : err.status === 404 ? "not_found" : "invalid_request";
+      const status = code === "invalid_request" ? 400 : err.status;
+      return c.json({ error: err.message || "invalid request", code }, status as 400 | 401 | 404);
+    }
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      return c.json({ error: err.message, code: "internal" as const }, 500);
+    }
+    // Unexpected: log the scrubbed message (never the stack or a secret), answer generically.
+    console.error(`internal error on ${c.req.method} ${new URL(c.req.url).pathname}: ${logSafe(err, c.env)}`);
+    return c.json({ error: "internal error; the request was logged", code: "internal" as const }, 500);
+  });
+
+  return app;
+}
+
+function logSafe(err: unknown, env: Env): string {
+  const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  return scrubText(text, [env.ADMIN_TOKEN, env.RUNPOD_API_KEY, env.VAST_API_KEY, env.VRAMFARM_TOKEN]);
+}
+
+export type App = ReturnType<typeof createApp>;
+export { ErrorSchema };

@@ -1,0 +1,169 @@
+import { z } from "zod";
+
+const wholeNumber = (min: number, max: number) =>
+  z
+    .string()
+    .trim()
+    .regex(/^\d+$/, "expected a whole number")
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+
+const positiveNumber = z
+  .string()
+  .trim()
+  .regex(/^\d+(\.\d+)?$/, "expected a positive number")
+  .transform(Number)
+  .pipe(z.number().positive());
+
+/** An unset budget var is "" (wrangler.toml default) or missing. */
+const optionalAmount = z
+  .string()
+  .trim()
+  .optional()
+  .transform((v) => (v === undefined || v === "" ? undefined : v))
+  .pipe(positiveNumber.optional())
+  .transform((v) => v ?? null);
+
+const flag = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .pipe(z.enum(["true", "false", "1", "0", ""]))
+  .transform((v) => v === "true" || v === "1");
+
+const httpUrl = z
+  .string()
+  .trim()
+  .pipe(z.url({ protocol: /^https?$/ }))
+  .transform((v) => v.replace(/\/+$/, ""));
+
+const secret = z
+  .string()
+  .optional()
+  .transform((v) => (v && v.trim() !== "" ? v.trim() : null));
+
+const varsSchema = z.object({
+  RUNPOD_GRAPHQL_URL: httpUrl.default("https://api.runpod.io/graphql"),
+  VAST_API_URL: httpUrl.default("https://console.vast.ai"),
+  VRAMFARM_API_URL: httpUrl.default("https://vramfarm.com/api"),
+  RUNPOD_PROXY_TEMPLATE: z
+    .string()
+    .trim()
+    .refine((v) => v.includes("{id}") && v.includes("{port}"), "must contain {id} and {port}")
+    .default("https://{id}-{port}.proxy.runpod.net"),
+  ENABLE_SIM: flag.default(false),
+  LABEL_PREFIX: z
+    .string()
+    .trim()
+    .regex(/^[a-z0-9][a-z0-9-]{0,30}$/, "lower-case letters, digits and '-', at most 31 characters")
+    .default("gpulease"),
+  POLL_INTERVAL_S: wholeNumber(1, 3600).default(10),
+  VERIFY_INTERVAL_S: wholeNumber(1, 3600).default(5),
+  RETERMINATE_INTERVAL_S: wholeNumber(1, 3600).default(30),
+  START_TIMEOUT_MIN: wholeNumber(1, 1440).default(20),
+  REAPER_GRACE_MIN: wholeNumber(0, 1440).default(15),
+  MAX_ACTIVE_LEASES: wholeNumber(1, 10000).default(4),
+  BUDGET_DAILY_USD: optionalAmount,
+  BUDGET_MONTHLY_USD: optionalAmount,
+  EUR_USD: positiveNumber.default(1.08),
+  REAPER_MODE: z.string().trim().pipe(z.enum(["enforce", "report"])).default("enforce"),
+  PUBLIC_URL: z
+    .string()
+    .trim()
+    .optional()
+    .transform((v) => (v ? v : undefined))
+    .pipe(httpUrl.optional())
+    .transform((v) => v ?? null),
+  ADMIN_TOKEN: secret,
+  RUNPOD_API_KEY: secret,
+  VAST_API_KEY: secret,
+  VRAMFARM_TOKEN: secret,
+});
+
+type Vars = z.output<typeof varsSchema>;
+
+/** Every setting of the worker, parsed and validated once per entry point. */
+export interface Config {
+  runpodGraphqlUrl: string;
+  vastApiUrl: string;
+  vramfarmApiUrl: string;
+  runpodProxyTemplate: string;
+  enableSim: boolean;
+  labelPrefix: string;
+  pollIntervalS: number;
+  verifyIntervalS: number;
+  reterminateIntervalS: number;
+  startTimeoutMin: number;
+  reaperGraceMin: number;
+  maxActiveLeases: number;
+  budgetDailyUsd: number | null;
+  budgetMonthlyUsd: number | null;
+  eurUsd: number;
+  reaperMode: "enforce" | "report";
+  publicUrl: string | null;
+  secrets: {
+    adminToken: string | null;
+    runpodApiKey: string | null;
+    vastApiKey: string | null;
+    vramfarmToken: string | null;
+  };
+}
+
+/** A var that does not parse; names the var, never echoes a secret's value. */
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration: ${problems.join("; ")}`);
+    this.name = "ConfigError";
+  }
+}
+
+function toConfig(v: Vars): Config {
+  return {
+    runpodGraphqlUrl: v.RUNPOD_GRAPHQL_URL,
+    vastApiUrl: v.VAST_API_URL,
+    vramfarmApiUrl: v.VRAMFARM_API_URL,
+    runpodProxyTemplate: v.RUNPOD_PROXY_TEMPLATE,
+    enableSim: v.ENABLE_SIM,
+    labelPrefix: v.LABEL_PREFIX,
+    pollIntervalS: v.POLL_INTERVAL_S,
+    verifyIntervalS: v.VERIFY_INTERVAL_S,
+    reterminateIntervalS: v.RETERMINATE_INTERVAL_S,
+    startTimeoutMin: v.START_TIMEOUT_MIN,
+    reaperGraceMin: v.REAPER_GRACE_MIN,
+    maxActiveLeases: v.MAX_ACTIVE_LEASES,
+    budgetDailyUsd: v.BUDGET_DAILY_USD,
+    budgetMonthlyUsd: v.BUDGET_MONTHLY_USD,
+    eurUsd: v.EUR_USD,
+    reaperMode: v.REAPER_MODE,
+    publicUrl: v.PUBLIC_URL,
+    secrets: {
+      adminToken: v.ADMIN_TOKEN,
+      runpodApiKey: v.RUNPOD_API_KEY,
+      vastApiKey: v.VAST_API_KEY,
+      vramfarmToken: v.VRAMFARM_TOKEN,
+    },
+  };
+}
+
+const cache = new WeakMap<object, Config>();
+
+/** Parses the worker's vars and secrets; throws ConfigError naming every malformed var. */
+export function loadConfig(env: Partial<Record<keyof Vars, unknown>>): Config {
+  const cached = cache.get(env);
+  if (cached) return cached;
+  const raw: Record<string, unknown> = {};
+  for (const key of Object.keys(varsSchema.shape)) {
+    const value = (env as Record<string, unknown>)[key];
+    // wrangler --var and .dev.vars deliver strings; a JSON-typed var may arrive as number/boolean.
+    raw[key] = typeof value === "number" || typeof value === "boolean" ? String(value) : value;
+  }
+  const parsed = varsSchema.safeParse(raw);
+  if (!parsed.success) {
+    throw new ConfigError(
+      parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`),
+    );
+  }
+  const config = toConfig(parsed.data);
+  cache.set(env, config);
+  return config;
+}

@@ -1,0 +1,88 @@
+import { z } from "@hono/zod-openapi";
+
+/** Every error code of the API, with the HTTP status it is sent with. */
+export const statusByCode = {
+  invalid_request: 400,
+  unauthorized: 401,
+  budget_exceeded: 402,
+  forbidden: 403,
+  not_found: 404,
+  no_capacity: 409,
+  limit_reached: 409,
+  conflict: 409,
+  rate_limited: 429,
+  internal: 500,
+  provider_error: 502,
+} as const;
+
+export type ErrorCode = keyof typeof statusByCode;
+export type ErrorStatus = (typeof statusByCode)[ErrorCode];
+
+export const ErrorSchema = z
+  .object({
+    error: z.string().openapi({ example: "max_minutes: Too big: expected number to be <=10080" }),
+    code: z.enum(Object.keys(statusByCode) as [ErrorCode, ...ErrorCode[]]),
+    issues: z
+      .array(z.object({ path: z.string(), message: z.string() }))
+      .optional()
+      .openapi({ description: "the fields that failed validation (invalid_request)" }),
+    attempts: z
+      .array(z.object({ offer_id: z.string(), error: z.string() }))
+      .optional()
+      .openapi({ description: "every rental attempt (no_capacity)" }),
+    lease_id: z.string().optional(),
+  })
+  .openapi("Error");
+
+export type ErrorBody = z.infer<typeof ErrorSchema>;
+
+/** The one error class: thrown anywhere, rendered by app.onError into the envelope. */
+export class ApiError extends Error {
+  readonly status: ErrorStatus;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly detail: Omit<ErrorBody, "error" | "code"> = {},
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = "ApiError";
+    this.status = statusByCode[code];
+  }
+
+  body(): ErrorBody {
+    return { error: this.message, code: this.code, ...this.detail };
+  }
+}
+
+const descriptions: Record<ErrorCode, string> = {
+  invalid_request: "The request failed validation; `issues` names the fields.",
+  unauthorized: "No token, or an unknown or revoked one.",
+  budget_exceeded: "The rental would break the daily or monthly budget.",
+  forbidden: "The token lacks the scope this route needs.",
+  not_found: "No such object.",
+  no_capacity: "No matching offer could be rented; `attempts` lists each try.",
+  limit_reached: "Too many active leases.",
+  conflict: "The request conflicts with the object's state.",
+  rate_limited: "Too many requests; see Retry-After.",
+  internal: "Unexpected failure (logged).",
+  provider_error: "A provider failed in a way the caller must know.",
+};
+
+/** OpenAPI `responses` entries for the given error codes (codes sharing a status are merged). */
+export function errorResponses(...codes: ErrorCode[]) {
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of ["invalid_request", "unauthorized", "rate_limited", "internal", ...codes] as ErrorCode[]) {
+    const list = byStatus.get(statusByCode[code]) ?? [];
+    if (!list.includes(code)) list.push(code);
+    byStatus.set(statusByCode[code], list);
+  }
+  const responses: Record<number, { description: string; content: { "application/json": { schema: typeof ErrorSchema } } }> = {};
+  for (const [status, list] of byStatus) {
+    responses[status] = {
+      description: list.map((code) => `\`${code}\`: ${descriptions[code]}`).join(" "),
+      content: { "application/json": { schema: ErrorSchema } },
+    };
+  }
+  return responses;
+}

@@ -1,0 +1,46 @@
+import type { Config } from "../config";
+import type { Clock } from "../lib/time";
+import { createRunpodProvider } from "./runpod";
+import { createSimProvider } from "./sim";
+import { createVastProvider } from "./vast";
+import { createVramfarmProvider } from "./vramfarm";
+import { providerNames, type Provider, type ProviderName } from "./types";
+
+/** The providers of one invocation; a provider without its key is not configured. */
+export interface ProviderRegistry {
+  /** the adapter, or null when the provider is not configured */
+  get(name: ProviderName): Provider | null;
+  /** configured providers, in a fixed order */
+  configured(): Provider[];
+  isConfigured(name: ProviderName): boolean;
+}
+
+export function createProviders(env: Env, config: Config, clock: Clock): ProviderRegistry {
+  const cache = new Map<ProviderName, Provider | null>();
+  const build = (name: ProviderName): Provider | null => {
+    const s = config.secrets;
+    switch (name) {
+      case "runpod":
+        return s.runpodApiKey
+          ? createRunpodProvider({ apiKey: s.runpodApiKey, url: config.runpodGraphqlUrl, proxyTemplate: config.runpodProxyTemplate })
+          : null;
+      case "vast":
+        return s.vastApiKey ? createVastProvider({ apiKey: s.vastApiKey, baseUrl: config.vastApiUrl }) : null;
+      case "vramfarm":
+        return s.vramfarmToken
+          ? createVramfarmProvider({ apiKey: s.vramfarmToken, baseUrl: config.vramfarmApiUrl })
+          : null;
+      case "sim":
+        return config.enableSim ? createSimProvider({ namespace: env.SIM_CLOUD, clock }) : null;
+    }
+  };
+  const get = (name: ProviderName) => {
+    if (!cache.has(name)) cache.set(name, build(name));
+    return cache.get(name) ?? null;
+  };
+  return {
+    get,
+    configured: () => providerNames.map(get).filter((p): p is Provider => p !== null),
+    isConfigured: (name) => get(name) !== null,
+  };
+}

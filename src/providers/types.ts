@@ -1,0 +1,133 @@
+import { z } from "zod";
+
+export const providerNames = ["runpod", "vast", "vramfarm", "sim"] as const;
+export const ProviderNameSchema = z.enum(providerNames);
+export type ProviderName = z.infer<typeof ProviderNameSchema>;
+
+export const CurrencySchema = z.enum(["USD", "EUR"]);
+export type Currency = z.infer<typeof CurrencySchema>;
+
+export const TemplateSchema = z.enum(["ollama", "custom"]);
+export type Template = z.infer<typeof TemplateSchema>;
+
+/** An offer as a provider adapter normalises it, before ranking. */
+export const ProviderOfferSchema = z.object({
+  /** opaque, `<provider>:...`; enough for the adapter to rent it again */
+  offer_id: z.string(),
+  provider: ProviderNameSchema,
+  /** short display name, e.g. "RTX 4090" */
+  gpu: z.string(),
+  /** key into the GPU spec table, or null when the card is unknown */
+  gpu_key: z.string().nullable(),
+  gpu_count: z.number().int().positive(),
+  /** total GPU memory over all cards, GB */
+  vram_gb: z.number().nonnegative(),
+  /** whole machine, per hour, in `currency` */
+  price_per_hour: z.number().nonnegative(),
+  currency: CurrencySchema,
+  cloud: z.string().nullable(),
+  availability: z.string().nullable(),
+  location: z.string().nullable(),
+  /** per card GB/s when the provider reports it (Vast gpu_mem_bw); else the spec table decides */
+  bandwidth_gbs: z.number().positive().nullable(),
+  /** host download speed in MB/s used for the load-time estimate; null = provider default */
+  download_mbs: z.number().positive().nullable(),
+  /** per GB downloaded, in `currency` */
+  download_cost_per_gb: z.number().nonnegative(),
+  /** minimum billed minutes per start (VRAMfarm: 15) */
+  min_billed_minutes: z.number().int().nonnegative(),
+  /** which lease templates this offer can run */
+  templates: z.array(TemplateSchema),
+});
+export type ProviderOffer = z.infer<typeof ProviderOfferSchema>;
+
+/** Filters every adapter understands; amounts in USD. */
+export interface OfferQuery {
+  vram_gb?: number;
+  weights_gb?: number;
+  gpu?: string;
+  gpu_count?: number;
+  max_price_usd?: number;
+  template?: Template;
+}
+
+/** What to run on a rented machine. */
+export const MachineSpecSchema = z.object({
+  label: z.string(),
+  template: TemplateSchema,
+  image: z.string(),
+  cmd: z.string().nullable(),
+  env: z.record(z.string(), z.string()),
+  ports: z.array(z.number().int()),
+  disk_gb: z.number().int().positive(),
+  weights_gb: z.number().nonnegative(),
+  context_length: z.number().int().positive().nullable(),
+  max_minutes: z.number().int().positive(),
+});
+export type MachineSpec = z.infer<typeof MachineSpecSchema>;
+
+export const AccessSchema = z.object({
+  urls: z.array(z.string()),
+  ssh: z.object({ host: z.string(), port: z.number().int() }).nullable(),
+});
+export type Access = z.infer<typeof AccessSchema>;
+
+/** The outcome of one rent call. `ambiguous`: a machine may exist; look it up by label. */
+export type RentResult =
+  | { ok: true; ref: string; price_per_hour: number | null }
+  | { ok: false; kind: "no_capacity" | "rejected" | "ambiguous"; error: string };
+
+export const machineStates = ["booting", "running", "exited", "gone", "unknown"] as const;
+export type MachineState = (typeof machineStates)[number];
+
+/** A status read. `unknown` (the read failed or made no sense) always counts as "still exists". */
+export interface MachineStatus {
+  state: MachineState;
+  access: Access | null;
+  /** what the provider says this machine has cost so far, in its currency, when it reports it */
+  cost: number | null;
+  /** traffic charges so far, in the provider's currency, when reported separately */
+  traffic_cost: number | null;
+  /** the price per hour the provider reports for the running machine */
+  price_per_hour: number | null;
+  /** the provider's reason for a failed start or a stop nobody asked for */
+  error: string | null;
+}
+
+/** A machine found in a provider's own listing. */
+export interface OwnMachine {
+  ref: string;
+  label: string | null;
+  state: MachineState;
+  created_at: string | null;
+  price_per_hour: number | null;
+}
+
+export interface Balance {
+  amount: number;
+  currency: Currency;
+}
+
+/**
+ * One cloud behind one interface. Every method parses the provider's answer with zod;
+ * transport and protocol failures throw ProviderError (never a raw Error with a body).
+ */
+export interface Provider {
+  readonly name: ProviderName;
+  readonly currency: Currency;
+  listOffers(query: OfferQuery): Promise<ProviderOffer[]>;
+  rent(offer: ProviderOffer, spec: MachineSpec): Promise<RentResult>;
+  status(ref: string): Promise<MachineStatus>;
+  /** Idempotent: "already gone" resolves. Resolving proves nothing: only status() proves absence. */
+  terminate(ref: string): Promise<void>;
+  /** The machine carrying exactly this label, or null; throws when the listing failed. */
+  findByLabel(label: string): Promise<OwnMachine | null>;
+  /**
+   * Own machines, paged to the end: those whose label starts with `prefix`; for a provider
+   * without labels, the ones among `knownRefs`. Throws when any page fails or does not parse.
+   */
+  listOwn(prefix: string, knownRefs: string[]): Promise<OwnMachine[]>;
+  balance(): Promise<Balance>;
+  /** The HTTP base URL of a port on the machine, when reachable from outside. */
+  readinessUrl?(ref: string, status: MachineStatus, port: number): string | null;
+}

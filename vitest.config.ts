@@ -1,0 +1,32 @@
+import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
+import { defineConfig } from "vitest/config";
+
+export default defineConfig(async () => ({
+  plugins: [
+    cloudflareTest({
+      wrangler: { configPath: "./wrangler.toml" },
+      remoteBindings: false,
+      miniflare: {
+        bindings: {
+          TEST_MIGRATIONS: await readD1Migrations("./migrations"),
+          ADMIN_TOKEN: "test-admin-token-0123456789",
+          RUNPOD_API_KEY: "rpa_TESTKEY_runpod_0123456789",
+          VAST_API_KEY: "vast-test-key-0123456789abcdef",
+          VRAMFARM_TOKEN: "gf_live_testtoken0123456789",
+          ENABLE_SIM: "true",
+          RUNPOD_GRAPHQL_URL: "http://runpod.fake/graphql",
+          VAST_API_URL: "http://vast.fake",
+          VRAMFARM_API_URL: "http://vramfarm.fake/api",
+          RUNPOD_PROXY_TEMPLATE: "http://{id}-{port}.proxy.runpod.fake",
+        },
+        // Tripwire: a provider call that escapes the in-isolate fakes must never reach a network.
+        outboundService: async (request: Request) =>
+          new Response(`unmocked outbound request: ${request.method} ${request.url}`, { status: 599 }),
+      },
+    }),
+  ],
+  test: {
+    setupFiles: ["./test/setup.ts"],
+    include: ["test/**/*.test.ts"],
+  },
+}));
