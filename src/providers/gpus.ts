@@ -1,0 +1,91 @@
+/**
+ * GPU spec table: memory bandwidth decides an LLM's token rate, so it drives the value score.
+ * Figures are vendor specifications (GB/s). A card is matched by the provider's own GPU id
+ * (RunPod gpuTypeId, VRAMfarm slug) or by a normalised Vast.ai gpu_name — never by comparing
+ * display names across providers (RunPod's "RTX PRO 4500" is "NVIDIA RTX PRO 4500 Blackwell"
+ * elsewhere).
+ */
+export interface GpuSpec {
+  key: string;
+  name: string;
+  vram_gb: number;
+  bandwidth_gbs: number;
+  vendor: "nvidia" | "amd";
+  runpod: string[];
+  vramfarm: string[];
+  /** normalised Vast.ai gpu_name values (see normaliseGpuName) */
+  vast: string[];
+}
+
+const spec = (
+  key: string,
+  name: string,
+  vram_gb: number,
+  bandwidth_gbs: number,
+  runpod: string[],
+  vast: string[],
+  vendor: "nvidia" | "amd" = "nvidia",
+): GpuSpec => ({ key, name, vram_gb, bandwidth_gbs, vendor, runpod, vramfarm: [key], vast });
+
+export const GPU_SPECS: readonly GpuSpec[] = [
+  spec("b200", "B200", 180, 8000, ["NVIDIA B200"], ["b200"]),
+  spec("h200", "H200 SXM", 141, 4800, ["NVIDIA H200"], ["h200", "h200sxm"]),
+  spec("h200-nvl", "H200 NVL", 141, 4800, ["NVIDIA H200 NVL"], ["h200nvl"]),
+  spec("h100-nvl", "H100 NVL", 94, 3900, ["NVIDIA H100 NVL"], ["h100nvl"]),
+  spec("h100-sxm", "H100 SXM", 80, 3350, ["NVIDIA H100 80GB HBM3"], ["h100sxm"]),
+  spec("h100-pcie", "H100 PCIe", 80, 2000, ["NVIDIA H100 PCIe"], ["h100pcie"]),
+  spec("a100-sxm-80gb", "A100 SXM 80GB", 80, 2039, ["NVIDIA A100-SXM4-80GB"], ["a100sxm4", "a100sxm"]),
+  spec("a100-pcie-80gb", "A100 PCIe 80GB", 80, 1935, ["NVIDIA A100 80GB PCIe"], ["a100pcie"]),
+  spec("a100-pcie-40gb", "A100 PCIe 40GB", 40, 1555, ["NVIDIA A100-PCIE-40GB"], ["a100pcie40gb"]),
+  spec("mi300x", "MI300X", 192, 5300, ["AMD Instinct MI300X OAM"], ["instinctmi300x", "mi300x"], "amd"),
+  spec("rtx-pro-6000", "RTX PRO 6000", 96, 1792, ["NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"], ["rtxpro6000", "rtxpro6000s", "rtxpro6000ws"]),
+  spec("rtx-pro-5000", "RTX PRO 5000", 48, 1344, ["NVIDIA RTX PRO 5000 Blackwell"], ["rtxpro5000"]),
+  spec("rtx-6000-ada", "RTX 6000 Ada", 48, 960, ["NVIDIA RTX 6000 Ada Generation"], ["rtx6000ada"]),
+  spec("l40s", "L40S", 48, 864, ["NVIDIA L40S"], ["l40s"]),
+  spec("l40", "L40", 48, 864, ["NVIDIA L40"], ["l40"]),
+  spec("rtx-a6000", "RTX A6000", 48, 768, ["NVIDIA RTX A6000"], ["rtxa6000"]),
+  spec("a40", "A40", 48, 696, ["NVIDIA A40"], ["a40"]),
+  spec("rtx-5090", "RTX 5090", 32, 1792, ["NVIDIA GeForce RTX 5090"], ["rtx5090"]),
+  spec("rtx-5080", "RTX 5080", 16, 960, ["NVIDIA GeForce RTX 5080"], ["rtx5080"]),
+  spec("rtx-4090", "RTX 4090", 24, 1008, ["NVIDIA GeForce RTX 4090"], ["rtx4090"]),
+  spec("rtx-4080-super", "RTX 4080 SUPER", 16, 736, ["NVIDIA GeForce RTX 4080 SUPER"], ["rtx4080super", "rtx4080s"]),
+  spec("rtx-4080", "RTX 4080", 16, 717, ["NVIDIA GeForce RTX 4080"], ["rtx4080"]),
+  spec("rtx-3090-ti", "RTX 3090 Ti", 24, 1008, ["NVIDIA GeForce RTX 3090 Ti"], ["rtx3090ti"]),
+  spec("rtx-3090", "RTX 3090", 24, 936, ["NVIDIA GeForce RTX 3090"], ["rtx3090"]),
+  spec("rtx-a5000", "RTX A5000", 24, 768, ["NVIDIA RTX A5000"], ["rtxa5000"]),
+  spec("rtx-a4500", "RTX A4500", 20, 640, ["NVIDIA RTX A4500"], ["rtxa4500"]),
+  spec("rtx-a4000", "RTX A4000", 16, 448, ["NVIDIA RTX A4000"], ["rtxa4000"]),
+  spec("rtx-4000-ada", "RTX 4000 Ada", 20, 360, ["NVIDIA RTX 4000 Ada Generation"], ["rtx4000ada"]),
+  spec("rtx-2000-ada", "RTX 2000 Ada", 16, 224, ["NVIDIA RTX 2000 Ada Generation"], ["rtx2000ada"]),
+  spec("a30", "A30", 24, 933, ["NVIDIA A30"], ["a30"]),
+  spec("l4", "L4", 24, 300, ["NVIDIA L4"], ["l4"]),
+  spec("v100", "Tesla V100", 16, 900, ["Tesla V100-SXM2-16GB", "Tesla V100-PCIE-16GB"], ["teslav100", "v100"]),
+  spec("v100-32gb", "Tesla V100 32GB", 32, 900, ["Tesla V100-SXM2-32GB"], ["teslav100sxm232gb"]),
+];
+
+/** Lower case, alphanumerics only, vendor words dropped: "NVIDIA GeForce RTX 4090" -> "rtx4090". */
+export function normaliseGpuName(name: string): string {
+  return name.toLowerCase().replace(/\b(nvidia|geforce)\b/g, "").replace(/[^a-z0-9]/g, "");
+}
+
+const byRunpodId = new Map(GPU_SPECS.flatMap((s) => s.runpod.map((id) => [id, s] as const)));
+const byVramfarmSlug = new Map(GPU_SPECS.flatMap((s) => s.vramfarm.map((id) => [id, s] as const)));
+const byVastName = new Map(GPU_SPECS.flatMap((s) => s.vast.map((id) => [id, s] as const)));
+const byKey = new Map(GPU_SPECS.map((s) => [s.key, s] as const));
+
+/** The spec for a provider's own GPU identifier, or undefined when the card is not in the table. */
+export function gpuSpecFor(provider: "runpod" | "vast" | "vramfarm" | "sim", providerGpuId: string): GpuSpec | undefined {
+  switch (provider) {
+    case "runpod":
+      return byRunpodId.get(providerGpuId);
+    case "vast":
+      return byVastName.get(normaliseGpuName(providerGpuId));
+    case "vramfarm":
+    case "sim":
+      return byVramfarmSlug.get(providerGpuId);
+  }
+}
+
+export function gpuSpecByKey(key: string): GpuSpec | undefined {
+  return byKey.get(key);
+}
