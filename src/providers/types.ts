@@ -128,6 +128,9 @@ export interface Provider {
    */
   listOwn(prefix: string, knownRefs: string[]): Promise<OwnMachine[]>;
   balance(): Promise<Balance>;
-  /** The HTTP base URL of a port on the machine, when reachable from outside. */
-  readinessUrl?(ref: string, status: MachineStatus, port: number): string | null;
+  /**
+   * For the Ollama template: does the server on the machine answer (GET {url}/api/version,
+   * see ollama.ts)? Called only once status() says running. False on any failure.
+   */
+  ollamaReady(ref: string, status: MachineStatus): Promise<boolean>;
 }
