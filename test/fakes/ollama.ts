@@ -1,4 +1,4 @@
-import { json, text } from "./install";
+import { json, text } from "./respond";
 
 /**
  * What an Ollama server on a rented machine answers, once it listens. `listening` false models
