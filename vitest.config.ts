@@ -18,6 +18,9 @@ export default defineConfig(async () => ({
           VAST_API_URL: "http://vast.fake",
           VRAMFARM_API_URL: "http://vramfarm.fake/api",
           RUNPOD_PROXY_TEMPLATE: "http://{id}-{port}.proxy.runpod.fake",
+          // Suites send many requests a minute with the admin token; test/auth lowers these per request.
+          RATE_LIMIT_PER_MIN: "1000000",
+          RENT_RATE_LIMIT_PER_MIN: "1000000",
         },
         // Tripwire: a provider call that escapes the in-isolate fakes must never reach a network.
         outboundService: async (request: Request) =>

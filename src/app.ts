@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { Scalar } from "@scalar/hono-api-reference";
 import { HTTPException } from "hono/http-exception";
 import { accountRoutes } from "./account/routes";
-import { authenticate } from "./auth/middleware";
+import { authenticate, enforceScope, rateLimit } from "./auth/middleware";
 import { tokenRoutes } from "./auth/routes";
 import { ConfigError, loadConfig } from "./config";
 import { ApiError, ErrorSchema } from "./errors";
@@ -12,6 +12,7 @@ import { offerRoutes } from "./offers/routes";
 import { reaperRoutes } from "./reaper/routes";
 import { createRouter } from "./router";
 import { scheduleRoutes } from "./schedules/routes";
+import { simRoutes } from "./sim/routes";
 import { createServices, type Services } from "./services";
 import { VERSION } from "./version";
 
@@ -47,12 +48,15 @@ export function createApp(options: AppOptions = {}) {
   // The job's call-back carries its lease's own secret, not an API token: mounted before auth.
   app.route("/v1", leaseCallbackRoutes);
   app.use("/v1/*", authenticate);
+  // Every authenticated request counts against its token's budget, then the central scope policy.
+  app.use("/v1/*", rateLimit, enforceScope);
   app.route("/v1", offerRoutes);
   app.route("/v1", leaseRoutes);
   app.route("/v1", scheduleRoutes);
   app.route("/v1", reaperRoutes);
   app.route("/v1", accountRoutes);
   app.route("/v1", tokenRoutes);
+  app.route("/v1", simRoutes);
 
   app.openAPIRegistry.registerComponent("securitySchemes", "Bearer", {
     type: "http",

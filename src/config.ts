@@ -67,6 +67,8 @@ const varsSchema = z.object({
   BUDGET_MONTHLY_USD: optionalAmount,
   EUR_USD: positiveNumber.default(1.08),
   REAPER_MODE: z.string().trim().pipe(z.enum(["enforce", "report"])).default("enforce"),
+  RATE_LIMIT_PER_MIN: wholeNumber(1, 1_000_000).default(60),
+  RENT_RATE_LIMIT_PER_MIN: wholeNumber(1, 1_000_000).default(10),
   PUBLIC_URL: z
     .string()
     .trim()
@@ -100,6 +102,10 @@ export interface Config {
   budgetMonthlyUsd: number | null;
   eurUsd: number;
   reaperMode: "enforce" | "report";
+  /** API requests a minute per token (the admin token is one token) */
+  rateLimitPerMin: number;
+  /** rentals (POST /v1/leases, POST /v1/schedules/{id}/run) a minute per token */
+  rentRateLimitPerMin: number;
   publicUrl: string | null;
   secrets: {
     adminToken: string | null;
@@ -135,6 +141,8 @@ function toConfig(v: Vars): Config {
     budgetMonthlyUsd: v.BUDGET_MONTHLY_USD,
     eurUsd: v.EUR_USD,
     reaperMode: v.REAPER_MODE,
+    rateLimitPerMin: v.RATE_LIMIT_PER_MIN,
+    rentRateLimitPerMin: v.RENT_RATE_LIMIT_PER_MIN,
     publicUrl: v.PUBLIC_URL,
     secrets: {
       adminToken: v.ADMIN_TOKEN,

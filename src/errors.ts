@@ -31,6 +31,11 @@ export const ErrorSchema = z
       .optional()
       .openapi({ description: "every rental attempt (no_capacity)" }),
     lease_id: z.string().optional(),
+    retry_after: z
+      .number()
+      .int()
+      .optional()
+      .openapi({ description: "seconds to wait before retrying (rate_limited); also sent as the Retry-After header" }),
   })
   .openapi("Error");
 
@@ -72,7 +77,7 @@ const descriptions: Record<ErrorCode, string> = {
 /** OpenAPI `responses` entries for the given error codes (codes sharing a status are merged). */
 export function errorResponses(...codes: ErrorCode[]) {
   const byStatus = new Map<number, ErrorCode[]>();
-  for (const code of ["invalid_request", "unauthorized", "rate_limited", "internal", ...codes] as ErrorCode[]) {
+  for (const code of ["invalid_request", "unauthorized", "forbidden", "rate_limited", "internal", ...codes] as ErrorCode[]) {
     const list = byStatus.get(statusByCode[code]) ?? [];
     if (!list.includes(code)) list.push(code);
     byStatus.set(statusByCode[code], list);

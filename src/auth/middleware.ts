@@ -2,6 +2,9 @@ import { createMiddleware } from "hono/factory";
 import { ApiError } from "../errors";
 import { secretsEqual } from "../lib/crypto";
 import type { AppEnv, Caller, Scope } from "../services";
+import { accessRuleFor } from "./policy";
+import type { RateLimiter } from "./rate-limiter";
+import type { Admission } from "./rate-window";
 import { findActiveToken } from "./tokens-store";
 
 const BEARER = /^Bearer\s+([A-Za-z0-9._~+/=-]+)\s*$/i;
@@ -46,3 +49,51 @@ export function requireScope(scope: Scope) {
     await next();
   });
 }
+
+/**
+ * 403 unless the caller holds the scope the central policy gives this method and path; runs for
+ * every /v1 request, so a route that forgets requireScope is still closed.
+ */
+export const enforceScope = createMiddleware<AppEnv>(async (c, next) => {
+  const { scope } = accessRuleFor(c.req.method, c.req.path);
+  const caller = c.get("caller");
+  if (!hasScope(caller, scope)) {
+    throw new ApiError("forbidden", `${c.req.method} on this route needs the '${scope}' scope; the token has ${caller.scopes.join(", ")}`);
+  }
+  await next();
+});
+
+/** The rate-limit key of a caller: its token id, or "admin" for the bootstrap admin token. */
+export const rateLimitKey = (caller: Caller): string => caller.tokenId ?? "admin";
+
+/**
+ * 429 when the caller's token is over its request or rental budget (one RateLimiter call).
+ * Mounted after authenticate, so an unauthenticated request consumes no one's budget.
+ */
+export const rateLimit = createMiddleware<AppEnv>(async (c, next) => {
+  const { env, config } = c.get("services");
+  const limiters = env.RATE_LIMITER as DurableObjectNamespace<RateLimiter>;
+  const { rental } = accessRuleFor(c.req.method, c.req.path);
+  let admission: Admission;
+  try {
+    admission = await limiters.getByName(rateLimitKey(c.get("caller"))).admit({
+      rental,
+      limits: { requestsPerMin: config.rateLimitPerMin, rentalsPerMin: config.rentRateLimitPerMin },
+    });
+  } catch (err) {
+    // Fail open: an unreachable limiter must not take the API down (stopping leases included);
+    // spending stays bounded by MAX_ACTIVE_LEASES and the budgets, which do not depend on it.
+    console.error(`rate limiter unavailable, request let through: ${err instanceof Error ? err.message : String(err)}`);
+    admission = { admitted: true };
+  }
+  if (!admission.admitted) {
+    const what = admission.limit === "rentals" ? `${config.rentRateLimitPerMin} rentals` : `${config.rateLimitPerMin} requests`;
+    throw new ApiError(
+      "rate_limited",
+      `this token is limited to ${what} a minute; retry in ${admission.retryAfterS} s`,
+      { retry_after: admission.retryAfterS },
+      { "Retry-After": String(admission.retryAfterS) },
+    );
+  }
+  await next();
+});

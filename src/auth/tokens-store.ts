@@ -43,3 +43,32 @@ export async function findActiveToken(db: D1Database, token: string, now: number
 export function parseTokenRow(row: unknown): TokenRow {
   return TokenRowSchema.parse(row);
 }
+
+/** Stores a new token by its SHA-256; the plain token is only returned to the caller. */
+export async function insertToken(
+  db: D1Database,
+  token: { id: string; name: string; scopes: readonly Scope[]; secret: string; createdAt: number },
+): Promise<TokenRow> {
+  await db
+    .prepare("INSERT INTO tokens (id, name, token_hash, scopes, created_at) VALUES (?, ?, ?, ?, ?)")
+    .bind(token.id, token.name, await sha256Hex(token.secret), JSON.stringify(token.scopes), iso(token.createdAt))
+    .run();
+  return { id: token.id, name: token.name, scopes: [...token.scopes], created_at: iso(token.createdAt), last_used_at: null, revoked_at: null };
+}
+
+/** Every token, revoked ones included, newest first. */
+export async function listTokens(db: D1Database): Promise<TokenRow[]> {
+  const { results } = await db
+    .prepare("SELECT id, name, scopes, created_at, last_used_at, revoked_at FROM tokens ORDER BY created_at DESC, id DESC")
+    .all();
+  return results.map(parseTokenRow);
+}
+
+/** Marks the token revoked (keeping the first revocation time); false when no such token exists. */
+export async function revokeToken(db: D1Database, id: string, now: number): Promise<boolean> {
+  const row = await db
+    .prepare("UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? RETURNING id")
+    .bind(iso(now), id)
+    .first();
+  return row !== null;
+}

@@ -1,3 +1,47 @@
-import { createRouter } from "../router";
+import { createRoute } from "@hono/zod-openapi";
+import { requireScope } from "../auth/middleware";
+import { errorResponses } from "../errors";
+import { bearerSecurity, createRouter } from "../router";
+import { toOffer } from "./rank";
+import { OfferTypesResponseSchema, OffersQueryParamsSchema, OffersResponseSchema } from "./schemas";
+import { listOfferTypes, listRankedOffers } from "./service";
 
-export const offerRoutes = createRouter();
+const offersRoute = createRoute({
+  method: "get",
+  path: "/offers",
+  tags: ["offers"],
+  summary: "Live offers from every configured provider, best value first",
+  description:
+    "A provider that fails, times out or is not configured is listed in `errors` and never fails the request. " +
+    "Listings are cached for about 30 s per query.",
+  security: bearerSecurity,
+  middleware: [requireScope("read")] as const,
+  request: { query: OffersQueryParamsSchema },
+  responses: {
+    200: { description: "Ranked offers.", content: { "application/json": { schema: OffersResponseSchema } } },
+    ...errorResponses("forbidden"),
+  },
+});
+
+const offerTypesRoute = createRoute({
+  method: "get",
+  path: "/offer-types",
+  tags: ["offers"],
+  summary: "One entry per GPU type: its cheapest offer and how many offers there are",
+  security: bearerSecurity,
+  middleware: [requireScope("read")] as const,
+  request: { query: OffersQueryParamsSchema.omit({ limit: true }) },
+  responses: {
+    200: { description: "GPU types, best value first.", content: { "application/json": { schema: OfferTypesResponseSchema } } },
+    ...errorResponses("forbidden"),
+  },
+});
+
+export const offerRoutes = createRouter()
+  .openapi(offersRoute, async (c) => {
+    const result = await listRankedOffers(c.get("services"), c.req.valid("query"));
+    return c.json({ ...result, offers: result.offers.map(toOffer) }, 200);
+  })
+  .openapi(offerTypesRoute, async (c) => {
+    return c.json(await listOfferTypes(c.get("services"), c.req.valid("query")), 200);
+  });

@@ -41,6 +41,9 @@ export const GPU_SPECS: readonly GpuSpec[] = [
   spec("rtx-pro-6000", "RTX PRO 6000", 96, 1792, ["NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"], ["rtxpro6000", "rtxpro6000s", "rtxpro6000ws"]),
   spec("rtx-pro-5000", "RTX PRO 5000", 48, 1344, ["NVIDIA RTX PRO 5000 Blackwell"], ["rtxpro5000"]),
   spec("rtx-6000-ada", "RTX 6000 Ada", 48, 960, ["NVIDIA RTX 6000 Ada Generation"], ["rtx6000ada"]),
+  // RunPod lists it as "RTX PRO 4500" in places; its gpuTypeId carries "Blackwell" (providers.md quirk 17).
+  spec("rtx-pro-4500", "RTX PRO 4500", 32, 896, ["NVIDIA RTX PRO 4500 Blackwell"], ["rtxpro4500"]),
+  spec("rtx-pro-4000", "RTX PRO 4000", 24, 672, [], ["rtxpro4000"]),
   spec("l40s", "L40S", 48, 864, ["NVIDIA L40S"], ["l40s"]),
   spec("l40", "L40", 48, 864, ["NVIDIA L40"], ["l40"]),
   spec("rtx-a6000", "RTX A6000", 48, 768, ["NVIDIA RTX A6000"], ["rtxa6000"]),
@@ -59,6 +62,10 @@ export const GPU_SPECS: readonly GpuSpec[] = [
   spec("rtx-2000-ada", "RTX 2000 Ada", 16, 224, ["NVIDIA RTX 2000 Ada Generation"], ["rtx2000ada"]),
   spec("a30", "A30", 24, 933, ["NVIDIA A30"], ["a30"]),
   spec("l4", "L4", 24, 300, ["NVIDIA L4"], ["l4"]),
+  spec("a10", "A10", 24, 600, [], ["a10"]),
+  spec("t4", "Tesla T4", 16, 320, [], ["teslat4", "t4"]),
+  spec("rtx-3080-ti", "RTX 3080 Ti", 12, 912, ["NVIDIA GeForce RTX 3080 Ti"], ["rtx3080ti"]),
+  spec("rtx-3080", "RTX 3080", 10, 760, ["NVIDIA GeForce RTX 3080"], ["rtx3080"]),
   spec("v100", "Tesla V100", 16, 900, ["Tesla V100-SXM2-16GB", "Tesla V100-PCIE-16GB"], ["teslav100", "v100"]),
   spec("v100-32gb", "Tesla V100 32GB", 32, 900, ["Tesla V100-SXM2-32GB"], ["teslav100sxm232gb"]),
 ];

@@ -28,7 +28,7 @@ export function createProviders(env: Env, config: Config, clock: Clock): Provide
         return s.vastApiKey ? createVastProvider({ apiKey: s.vastApiKey, baseUrl: config.vastApiUrl }) : null;
       case "vramfarm":
         return s.vramfarmToken
-          ? createVramfarmProvider({ apiKey: s.vramfarmToken, baseUrl: config.vramfarmApiUrl })
+          ? createVramfarmProvider({ apiKey: s.vramfarmToken, baseUrl: config.vramfarmApiUrl, eurUsd: config.eurUsd })
           : null;
       case "sim":
         return config.enableSim ? createSimProvider({ namespace: env.SIM_CLOUD, clock }) : null;

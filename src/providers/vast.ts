@@ -1,6 +1,257 @@
-import type { Provider } from "./types";
+import { HttpClient, ProviderError, type HttpResponse } from "./http";
+import { ollamaAnswers } from "./ollama";
+import type { Balance, MachineSpec, MachineStatus, OfferQuery, OwnMachine, Provider, ProviderOffer, RentResult } from "./types";
+import {
+  BundlesResponseSchema,
+  CreateResponseSchema,
+  DestroyResponseSchema,
+  ListInstancesResponseSchema,
+  ShowInstanceResponseSchema,
+  UserResponseSchema,
+  VastOfferSchema,
+  bundlesQuery,
+  createBody,
+  instanceAccess,
+  instanceState,
+  toOffer,
+  type CreateResponse,
+  type VastInstance,
+} from "./vast-wire";
 
-export interface VastOptions { apiKey: string; baseUrl: string; fetch?: typeof fetch }
-export function createVastProvider(_options: VastOptions): Provider {
-  throw new Error("vast adapter: not built yet");
+export interface VastOptions {
+  apiKey: string;
+  /** e.g. https://console.vast.ai (no /api/v0) */
+  baseUrl: string;
+  fetch?: typeof fetch;
+  sleep?: (ms: number) => Promise<void>;
+  timeoutMs?: number;
+  /** create calls wait longer: Vast places the container before it answers */
+  createTimeoutMs?: number;
+}
+
+/** v1 listing page size; Vast allows at most 25 (quirk 30). */
+const PAGE_LIMIT = 25;
+/** A listing longer than this is a paging loop, not an account. */
+const MAX_PAGES = 200;
+/** Vast's create endpoint wants 4.5 s between calls and sends no Retry-After (quirk 25). */
+const CREATE_RATE_WAIT_MS = 5_000;
+
+/** Vast.ai over REST (providers.md §2). */
+export function createVastProvider(options: VastOptions): Provider {
+  const baseUrl = options.baseUrl.replace(/\/+$/, "");
+  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+  const http = new HttpClient({
+    provider: "vast",
+    apiKey: options.apiKey,
+    fetch: options.fetch,
+    sleep,
+    timeoutMs: options.timeoutMs,
+    // Vast's 429s are per-endpoint minimum intervals of 1-4.5 s without Retry-After (quirk 25):
+    // 0.5 + 1 + 2 s of backoff outlasts the 3 s destroy interval; the default 0.75 s did not.
+    retries: 3,
+    maxRetryWaitMs: 5_000,
+  });
+  const fetchImpl = options.fetch ?? ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init));
+  const url = (path: string) => `${baseUrl}${path}`;
+
+  /** Vast's own text of an error answer, in any of its body shapes. */
+  const reason = (response: HttpResponse): string => {
+    const parsed = CreateResponseSchema.safeParse(response.json);
+    if (parsed.success) {
+      const body = parsed.data;
+      const text = body.msg ?? body.message ?? body.detail ?? body.error;
+      if (text) return http.scrub(body.error && body.msg ? `${body.error}: ${body.msg}` : text);
+    }
+    return http.scrub(response.text || `HTTP ${response.status}`);
+  };
+
+  const instanceId = (ref: string): string => {
+    if (!/^\d+$/.test(ref)) throw http.error("api", `not a Vast instance id: ${ref}`);
+    return ref;
+  };
+
+  const destroy = async (ref: string): Promise<void> => {
+    const response = await http.send({ method: "DELETE", url: url(`/api/v0/instances/${instanceId(ref)}/`), body: {} });
+    // Already gone: 404, or error no_such_instance (dstack) / not_found (docs), in 200 or 404 (quirk 26).
+    if (response.status === 404) return;
+    if (response.status !== 200) throw http.unexpected(response, "destroy instance");
+    const body = http.parse(response, DestroyResponseSchema, "destroy instance");
+    if (body.success === false && body.error !== "no_such_instance" && body.error !== "not_found") {
+      throw http.error("api", `destroy instance: ${reason(response)}`, response.status);
+    }
+  };
+
+  /** Every own instance the v1 listing holds for these filters, following next_token to the end. */
+  const listAll = async (selectFilters: Record<string, unknown> | null): Promise<VastInstance[]> => {
+    const instances: VastInstance[] = [];
+    const seenTokens = new Set<string>();
+    let afterToken: string | null = null;
+    for (let page = 0; page < MAX_PAGES; page++) {
+      const params = new URLSearchParams();
+      if (selectFilters) params.set("select_filters", JSON.stringify(selectFilters));
+      params.set("limit", String(PAGE_LIMIT));
+      if (afterToken) params.set("after_token", afterToken);
+      const response = await http.send({ method: "GET", url: url(`/api/v1/instances/?${params}`) });
+      if (response.status !== 200) throw http.unexpected(response, "list instances");
+      const body = http.parse(response, ListInstancesResponseSchema, "list instances");
+      // `{"instances": null}` is an empty page, not an error (vast-cli test_show_instances_raw_null_instances).
+      instances.push(...(body.instances ?? []));
+      const next = body.next_token ?? null;
+      if (!next) return instances;
+      if (seenTokens.has(next)) throw http.error("api", "list instances: next_token repeats; paging would never end");
+      seenTokens.add(next);
+      afterToken = next;
+    }
+    throw http.error("api", `list instances: more than ${MAX_PAGES} pages`);
+  };
+
+  const toOwn = (instance: VastInstance): OwnMachine => ({
+    ref: String(instance.id),
+    label: instance.label ?? null,
+    state: instanceState(instance).state,
+    created_at: instance.start_date ? new Date(instance.start_date * 1000).toISOString() : null,
+    price_per_hour: instance.dph_total ?? null,
+  });
+
+  /** Sends the create once more after a 429: a rate-limited create was never performed. */
+  const sendCreate = async (askId: string, body: Record<string, unknown>): Promise<HttpResponse> => {
+    const request = { method: "PUT" as const, url: url(`/api/v0/asks/${askId}/`), body, retry: false, timeoutMs: options.createTimeoutMs ?? 60_000 };
+    try {
+      return await http.send(request);
+    } catch (error) {
+      if (!(error instanceof ProviderError) || error.kind !== "rate_limited") throw error;
+      await sleep(CREATE_RATE_WAIT_MS);
+      return http.send(request);
+    }
+  };
+
+  /** The outcome of a create answer that is not a clean success. */
+  const createFailure = (response: HttpResponse, body: CreateResponse | null): RentResult => {
+    const text = reason(response);
+    const code = body?.error ?? "";
+    // The offer race: someone rented it between search and create (404 no_such_ask "not available",
+    // or 410 with cancel_unavail) (quirk 23).
+    if (response.status === 410 || response.status === 404 || code === "no_such_ask" || /no_such_ask|no longer available|not available/i.test(text)) {
+      return { ok: false, kind: "no_capacity", error: text };
+    }
+    if (response.status === 429) return { ok: false, kind: "rejected", error: `rate limited: ${text}` };
+    if (response.status >= 500 || response.json === undefined) {
+      // A 5xx or an unreadable answer says nothing about whether the instance was made.
+      return { ok: false, kind: "ambiguous", error: `HTTP ${response.status}: ${text}` };
+    }
+    // insufficient_credit, invalid_args, auth_error, 403 not your own, success:false in a 200 ...
+    return { ok: false, kind: "rejected", error: text };
+  };
+
+  return {
+    name: "vast",
+    currency: "USD",
+
+    async listOffers(query: OfferQuery): Promise<ProviderOffer[]> {
+      const response = await http.send({ method: "POST", url: url("/api/v0/bundles/"), body: bundlesQuery(query) });
+      if (response.status !== 200) throw http.unexpected(response, "search offers");
+      const body = http.parse(response, BundlesResponseSchema, "search offers");
+      const offers: ProviderOffer[] = [];
+      for (const raw of body.offers) {
+        const parsed = VastOfferSchema.safeParse(raw);
+        if (!parsed.success) continue;
+        const offer = toOffer(parsed.data, query);
+        if (offer) offers.push(offer);
+      }
+      return offers;
+    },
+
+    async rent(offer: ProviderOffer, spec: MachineSpec): Promise<RentResult> {
+      const askId = /^vast:(\d+)$/.exec(offer.offer_id)?.[1];
+      if (!askId) return { ok: false, kind: "rejected", error: `not a Vast offer: ${offer.offer_id}` };
+      let response: HttpResponse;
+      try {
+        // Never retried blindly: a repeat after a lost answer could rent a second machine.
+        response = await sendCreate(askId, createBody(spec));
+      } catch (error) {
+        if (error instanceof ProviderError) {
+          if (error.kind === "rate_limited") return { ok: false, kind: "rejected", error: error.message };
+          return { ok: false, kind: "ambiguous", error: error.message };
+        }
+        throw error;
+      }
+      const parsed = CreateResponseSchema.safeParse(response.json);
+      const body = parsed.success ? parsed.data : null;
+      const contract = body?.new_contract ?? null;
+      if (response.status === 200 && body?.success === true && contract !== null) {
+        // new_contract is the instance id, not the offer id (quirk 22).
+        return { ok: true, ref: String(contract), price_per_hour: offer.price_per_hour };
+      }
+      // A 200 that does not parse, or success without an instance id, may hide a made instance.
+      if (response.status === 200 && (body === null || (body.success === true && contract === null))) {
+        return { ok: false, kind: "ambiguous", error: `create answered 200 without an instance id: ${http.scrub(response.text || "(empty body)")}` };
+      }
+      const failure = createFailure(response, body);
+      if (contract !== null) {
+        // Spot quirk 24: an error can still carry a (stopped, billed-for-disk) instance. Destroy it;
+        // if that fails the instance may live on, so the caller must reconcile by label.
+        try {
+          await destroy(String(contract));
+        } catch (error) {
+          const why = error instanceof Error ? error.message : String(error);
+          return { ok: false, kind: "ambiguous", error: `${failure.ok ? "" : failure.error}; instance ${contract} came with the error and could not be destroyed: ${why}` };
+        }
+      }
+      return failure;
+    },
+
+    async status(ref: string): Promise<MachineStatus> {
+      const response = await http.send({ method: "GET", url: url(`/api/v0/instances/${instanceId(ref)}/`) });
+      // vast-cli's own check treats a 404 as gone (machines.py instance_exist), quirk 18.
+      if (response.status === 404) return goneStatus();
+      if (response.status !== 200) throw http.unexpected(response, "show instance");
+      const body = http.parse(response, ShowInstanceResponseSchema, "show instance");
+      // Deleted instances read as 200 `{"instances": null}`, not 404 (quirk 18).
+      if (body.instances === null) return goneStatus();
+      const instance = body.instances;
+      if (String(instance.id) !== ref) throw http.error("parse", `show instance: asked for ${ref}, got ${instance.id}`);
+      const { state, error } = instanceState(instance);
+      return {
+        state,
+        access: state === "running" ? instanceAccess(instance) : null,
+        // Vast reports no running total; dph_total × uptime would miss storage and traffic.
+        cost: null,
+        traffic_cost: null,
+        price_per_hour: instance.dph_total ?? null,
+        error,
+      };
+    },
+
+    terminate: destroy,
+
+    async findByLabel(label: string): Promise<OwnMachine | null> {
+      const instances = await listAll({ label: { eq: label } });
+      const match = instances.find((instance) => instance.label === label);
+      return match ? toOwn(match) : null;
+    },
+
+    async listOwn(prefix: string, _knownRefs: string[]): Promise<OwnMachine[]> {
+      // select_filters has no prefix operator: page through everything and match here.
+      const instances = await listAll(null);
+      return instances.filter((instance) => instance.label?.startsWith(prefix) === true).map(toOwn);
+    },
+
+    async balance(): Promise<Balance> {
+      const response = await http.send({ method: "GET", url: url("/api/v0/users/current/") });
+      // This body echoes the account's api_key (quirk 27): only `credit` is ever read, and error
+      // text goes through scrub() which redacts key-shaped fields.
+      if (response.status !== 200) throw http.unexpected(response, "read account");
+      const body = http.parse(response, UserResponseSchema, "read account");
+      return { amount: body.credit, currency: "USD" };
+    },
+
+    async ollamaReady(_ref: string, status: MachineStatus): Promise<boolean> {
+      const ollama = status.state === "running" ? status.access?.urls[0] : undefined;
+      return ollama ? ollamaAnswers(ollama, fetchImpl) : false;
+    },
+  };
+}
+
+function goneStatus(): MachineStatus {
+  return { state: "gone", access: null, cost: null, traffic_cost: null, price_per_hour: null, error: null };
 }

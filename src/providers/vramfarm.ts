@@ -1,6 +1,250 @@
-import type { Provider } from "./types";
+import { HttpClient, ProviderError, type HttpResponse } from "./http";
+import type { Balance, MachineSpec, MachineStatus, OfferQuery, OwnMachine, Provider, ProviderOffer, RentResult } from "./types";
+import {
+  AccountResponseSchema,
+  CreatedSchema,
+  ErrorBodySchema,
+  InstanceSchema,
+  InstancesResponseSchema,
+  MAX_CMD_CHARS,
+  OffersResponseSchema,
+  StopResponseSchema,
+  VramfarmOfferSchema,
+  commandFor,
+  instanceState,
+  offersParams,
+  parseOfferId,
+  toOffers,
+  type VramfarmInstance,
+} from "./vramfarm-wire";
 
-export interface VramfarmOptions { apiKey: string; baseUrl: string; fetch?: typeof fetch }
-export function createVramfarmProvider(_options: VramfarmOptions): Provider {
-  throw new Error("vramfarm adapter: not built yet");
+export interface VramfarmOptions {
+  apiKey: string;
+  /** e.g. https://vramfarm.com/api */
+  baseUrl: string;
+  /** USD per EUR, for comparing its EUR prices with a USD cap (config.eurUsd) */
+  eurUsd?: number;
+  fetch?: typeof fetch;
+  sleep?: (ms: number) => Promise<void>;
+  timeoutMs?: number;
+  /** longest Retry-After we wait out inside one call */
+  maxRetryWaitMs?: number;
+  /** clock for matching a lost create to its server by created_at */
+  now?: () => number;
+}
+
+/** Statuses a machine can bill in (provisioning is free, but becomes running by itself). */
+const LIVE_STATUSES = ["running", "provisioning"] as const;
+/** How far back a machine counts as made by an ambiguous create (the provider's clock may differ). */
+const CREATE_CLOCK_SKEW_MS = 120_000;
+
+/** VRAMfarm over REST (providers.md §3). No labels: its own machines are the ids gpulease recorded. */
+export function createVramfarmProvider(options: VramfarmOptions): Provider {
+  const baseUrl = options.baseUrl.replace(/\/+$/, "");
+  const eurUsd = options.eurUsd ?? 1.08;
+  const now = options.now ?? (() => Date.now());
+  // VRAMfarm sends Retry-After with 429/502/503; the HttpClient waits it out when short enough.
+  const http = new HttpClient({
+    provider: "vramfarm",
+    apiKey: options.apiKey,
+    fetch: options.fetch,
+    sleep: options.sleep,
+    timeoutMs: options.timeoutMs,
+    maxRetryWaitMs: options.maxRetryWaitMs ?? 10_000,
+  });
+  const url = (path: string) => `${baseUrl}${path}`;
+
+  const reason = (response: HttpResponse): { code: string | null; text: string } => {
+    const parsed = ErrorBodySchema.safeParse(response.json);
+    const code = parsed.success ? (parsed.data.code ?? null) : null;
+    const text = parsed.success && parsed.data.error ? parsed.data.error : response.text || `HTTP ${response.status}`;
+    return { code, text: http.scrub(code ? `${code}: ${text}` : text) };
+  };
+
+  const serverId = (ref: string): number => {
+    if (!/^\d+$/.test(ref)) throw http.error("api", `not a VRAMfarm server id: ${ref}`);
+    return Number(ref);
+  };
+
+  /** Servers with this status; a filter the API rejects (400) is reported as null. */
+  const listStatus = async (status: string): Promise<VramfarmInstance[] | null> => {
+    const response = await http.send({ method: "GET", url: url(`/instances?status=${status}`) });
+    if (response.status === 400 && status !== "running") return null;
+    if (response.status !== 200) throw http.unexpected(response, "list servers");
+    return http.parse(response, InstancesResponseSchema, "list servers").instances ?? [];
+  };
+
+  /**
+   * Every server that is or may become billed. The article documents only `status=running`;
+   * `provisioning` is asked too (those servers will bill once up) and skipped if refused.
+   */
+  const listLive = async (): Promise<VramfarmInstance[]> => {
+    const byId = new Map<string, VramfarmInstance>();
+    for (const status of LIVE_STATUSES) {
+      for (const instance of (await listStatus(status)) ?? []) byId.set(String(instance.id), instance);
+    }
+    return [...byId.values()];
+  };
+
+  /**
+   * After a create whose answer was lost: the one new server of this card, count and image that
+   * appeared since the snapshot, or null. There are no labels to look it up by later.
+   */
+  const findCreated = async (before: Set<string>, offer: { gpu: string; count: number }, image: string, since: number): Promise<string | null> => {
+    try {
+      const candidates = (await listLive()).filter((instance) => {
+        const createdAt = instance.created_at ? Date.parse(instance.created_at) : Number.NaN;
+        return (
+          !before.has(String(instance.id)) &&
+          instance.gpu === offer.gpu &&
+          (instance.count ?? 1) === offer.count &&
+          instance.image === image &&
+          Number.isFinite(createdAt) &&
+          createdAt >= since - CREATE_CLOCK_SKEW_MS
+        );
+      });
+      return candidates.length === 1 && candidates[0] ? String(candidates[0].id) : null;
+    } catch {
+      return null;
+    }
+  };
+
+  return {
+    name: "vramfarm",
+    currency: "EUR",
+
+    async listOffers(query: OfferQuery): Promise<ProviderOffer[]> {
+      if (query.template === "ollama") return [];
+      const params = offersParams(query).toString();
+      const response = await http.send({ method: "GET", url: url(`/offers${params ? `?${params}` : ""}`) });
+      if (response.status !== 200) throw http.unexpected(response, "list offers");
+      const body = http.parse(response, OffersResponseSchema, "list offers");
+      // Each offer parsed on its own: one odd listing must not hide the rest.
+      const listed = body.offers.flatMap((raw) => {
+        const parsed = VramfarmOfferSchema.safeParse(raw);
+        return parsed.success ? [parsed.data] : [];
+      });
+      return toOffers(listed, query, eurUsd);
+    },
+
+    async rent(offer: ProviderOffer, spec: MachineSpec): Promise<RentResult> {
+      const target = parseOfferId(offer.offer_id);
+      if (!target) return { ok: false, kind: "rejected", error: `not a VRAMfarm offer: ${offer.offer_id}` };
+      if (spec.template !== "custom") {
+        return { ok: false, kind: "rejected", error: "VRAMfarm publishes no HTTP port (SSH only): it takes custom leases, not Ollama" };
+      }
+      if (spec.ports.length > 0) {
+        return { ok: false, kind: "rejected", error: "VRAMfarm publishes no ports (SSH only): a lease with ports cannot run there" };
+      }
+      let cmd: string | null;
+      try {
+        cmd = commandFor(spec);
+      } catch (error) {
+        return { ok: false, kind: "rejected", error: error instanceof Error ? error.message : String(error) };
+      }
+      if (cmd !== null && cmd.length > MAX_CMD_CHARS) {
+        return { ok: false, kind: "rejected", error: `cmd with its environment is ${cmd.length} characters; VRAMfarm takes at most ${MAX_CMD_CHARS}` };
+      }
+      // Snapshot of live servers, so a lost create answer can still be matched to its server.
+      let before: Set<string> | null = null;
+      try {
+        before = new Set((await listLive()).map((instance) => String(instance.id)));
+      } catch {
+        before = null;
+      }
+      const body: Record<string, unknown> = { gpu: target.gpu, count: target.count, template: "custom", image: spec.image, disk: spec.disk_gb };
+      if (cmd !== null) body.cmd = cmd;
+      const startedAt = now();
+      const ambiguous = async (error: string): Promise<RentResult> => {
+        const ref = before ? await findCreated(before, target, spec.image, startedAt) : null;
+        return ref ? { ok: true, ref, price_per_hour: offer.price_per_hour } : { ok: false, kind: "ambiguous", error };
+      };
+      let response: HttpResponse;
+      try {
+        // Not retried blindly: a repeat after a lost answer could start a second server.
+        response = await http.send({ method: "POST", url: url("/instances"), body, retry: false });
+      } catch (error) {
+        if (!(error instanceof ProviderError)) throw error;
+        // A 429 is refused before anything starts.
+        if (error.status === 429) return { ok: false, kind: "rejected", error: error.message };
+        return ambiguous(error.message);
+      }
+      if (response.status === 200 || response.status === 201) {
+        const created = CreatedSchema.safeParse(response.json);
+        if (created.success) return { ok: true, ref: String(created.data.id), price_per_hour: offer.price_per_hour };
+        return ambiguous(`create answered ${response.status} without a server id: ${http.scrub(response.text || "(empty body)")}`);
+      }
+      const { code, text } = reason(response);
+      // 409 no_capacity: no machine of that card is free; 409 server_limit is the account's cap.
+      if (response.status === 409 && code === "no_capacity") return { ok: false, kind: "no_capacity", error: text };
+      if (response.status >= 500) return ambiguous(`HTTP ${response.status}: ${text}`);
+      // 400 invalid_request, 401, 402 insufficient_balance, 409 server_limit, ...
+      return { ok: false, kind: "rejected", error: text };
+    },
+
+    async status(ref: string): Promise<MachineStatus> {
+      const response = await http.send({ method: "GET", url: url(`/instances/${serverId(ref)}`) });
+      if (response.status === 404) {
+        return { state: "gone", access: null, cost: null, traffic_cost: null, price_per_hour: null, error: null };
+      }
+      if (response.status !== 200) throw http.unexpected(response, "read server");
+      const instance = http.parse(response, InstanceSchema, "read server");
+      if (String(instance.id) !== ref) throw http.error("parse", `read server: asked for ${ref}, got ${instance.id}`);
+      const { state, error } = instanceState(instance);
+      const ssh = instance.access?.ssh ?? null;
+      return {
+        state,
+        access: state === "running" ? { urls: [], ssh } : null,
+        cost: instance.cost_eur ?? null,
+        // Counted with a delay (article): a lower bound while the server runs.
+        traffic_cost: instance.traffic_eur ?? null,
+        price_per_hour: instance.price ?? null,
+        error,
+      };
+    },
+
+    async terminate(ref: string): Promise<void> {
+      const response = await http.send({ method: "POST", url: url("/instances/stop"), body: { id: serverId(ref) } });
+      // Unknown id: nothing there to stop.
+      if (response.status === 404) return;
+      if (response.status !== 200) throw http.unexpected(response, "stop server");
+      // {"ok": true, "already": true} on a second stop: stopping twice is harmless.
+      const body = http.parse(response, StopResponseSchema, "stop server");
+      if (!body.ok) throw http.error("api", `stop server: ${reason(response).text}`, response.status);
+    },
+
+    /**
+     * Always null: VRAMfarm has no labels. An ambiguous create that rent() could not match to a
+     * server stays unresolved; the caller must treat it as unknown and compare ids (listOwn).
+     */
+    async findByLabel(_label: string): Promise<OwnMachine | null> {
+      return null;
+    },
+
+    /** Only servers whose id gpulease recorded: an unknown id may be the user's own batch job. */
+    async listOwn(_prefix: string, knownRefs: string[]): Promise<OwnMachine[]> {
+      const known = new Set(knownRefs);
+      if (known.size === 0) return [];
+      return (await listLive())
+        .filter((instance) => known.has(String(instance.id)))
+        .map((instance) => ({
+          ref: String(instance.id),
+          label: null,
+          state: instanceState(instance).state,
+          created_at: instance.created_at ?? null,
+          price_per_hour: instance.price ?? null,
+        }));
+    },
+
+    async balance(): Promise<Balance> {
+      const response = await http.send({ method: "GET", url: url("/account") });
+      if (response.status !== 200) throw http.unexpected(response, "read account");
+      return { amount: http.parse(response, AccountResponseSchema, "read account").balance_eur, currency: "EUR" };
+    },
+
+    /** Never true: no HTTP port is published, and VRAMfarm takes no Ollama leases. */
+    async ollamaReady(): Promise<boolean> {
+      return false;
+    },
+  };
 }

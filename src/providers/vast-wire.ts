@@ -1,0 +1,254 @@
+import { z } from "zod";
+import { gpuSpecFor } from "./gpus";
+import type { Access, MachineSpec, MachineState, OfferQuery, ProviderOffer } from "./types";
+
+/**
+ * Vast.ai's wire shapes (providers.md §2) and the pure mapping between them and gpulease's
+ * types. Only the fields gpulease reads are declared; zod drops the rest (among them the
+ * `api_key` that `/users/current/` echoes).
+ */
+
+const clamp = (value: number, min: number, max: number) => Math.min(max, Math.max(min, value));
+
+/** Container disk for the weights, after the seed: clamp(1.35 × weights + 30, 25, 900) GB. */
+export function vastDiskGb(weightsGb: number): number {
+  return clamp(Math.floor(Math.max(0, weightsGb) * 1.35) + 30, 25, 900);
+}
+
+/** Mining cards (CMP) and old cards the seed's authors paid to learn to avoid. */
+const UNWANTED_GPU = ["cmp", "p100", "titan", "gtx 10", "gtx 9"];
+
+export function isUnwantedGpu(gpuName: string): boolean {
+  const name = gpuName.toLowerCase();
+  return UNWANTED_GPU.some((part) => name.includes(part));
+}
+
+/** The cheapest offers first; the client-side gpu filter needs more than the seed's 12. */
+const OFFER_LIMIT = 64;
+
+/** The `POST /api/v0/bundles/` body for a query. */
+export function bundlesQuery(query: OfferQuery): Record<string, unknown> {
+  const body: Record<string, unknown> = {
+    verified: { eq: true },
+    rentable: { eq: true },
+    rented: { eq: false },
+    external: { eq: false },
+    direct_port_count: { gte: 1 },
+    cuda_max_good: { gte: 12.4 },
+    compute_cap: { gte: 750 },
+  };
+  // Vast's RAM fields are MB (the CLI multiplies user input by 1000): 24 here would match every card.
+  if (query.vram_gb !== undefined) body.gpu_total_ram = { gte: Math.round(query.vram_gb * 1000) };
+  if (query.gpu_count !== undefined) body.num_gpus = { eq: query.gpu_count };
+  if (query.max_price_usd !== undefined) body.dph_total = { lte: query.max_price_usd };
+  // The CLI spells it "on-demand"; the docs' enum says "ondemand" but their example uses ours.
+  body.type = "on-demand";
+  body.order = [["dph_total", "asc"]];
+  body.limit = OFFER_LIMIT;
+  // dph_total includes storage for allocated_storage: price the disk the lease will really get.
+  body.allocated_storage = vastDiskGb(query.weights_gb ?? query.vram_gb ?? 0);
+  return body;
+}
+
+const nullableNumber = z.number().nullable().optional();
+
+export const VastOfferSchema = z.object({
+  id: z.number().int(),
+  gpu_name: z.string(),
+  num_gpus: z.number().int().positive(),
+  /** MB over all cards */
+  gpu_total_ram: z.number().nonnegative(),
+  /** GB/s per card */
+  gpu_mem_bw: nullableNumber,
+  /** Mbit/s, advertised */
+  inet_down: nullableNumber,
+  /** USD per GB */
+  inet_down_cost: nullableNumber,
+  dph_total: z.number().nonnegative(),
+  geolocation: z.string().nullable().optional(),
+});
+export type VastOffer = z.infer<typeof VastOfferSchema>;
+
+/** The list is checked as a whole; each offer on its own (one odd offer must not hide the rest). */
+export const BundlesResponseSchema = z.object({ offers: z.array(z.unknown()) });
+
+/** A Vast offer in gpulease's terms, or null when it is an unwanted card or misses the query. */
+export function toOffer(offer: VastOffer, query: OfferQuery): ProviderOffer | null {
+  if (isUnwantedGpu(offer.gpu_name)) return null;
+  const vramGb = Math.round(offer.gpu_total_ram / 100) / 10;
+  // The bundles filters should already hold; checked again so a loose answer cannot slip through.
+  if (query.gpu && !offer.gpu_name.toLowerCase().includes(query.gpu.toLowerCase())) return null;
+  if (query.vram_gb !== undefined && offer.gpu_total_ram < query.vram_gb * 1000) return null;
+  if (query.gpu_count !== undefined && offer.num_gpus !== query.gpu_count) return null;
+  if (query.max_price_usd !== undefined && offer.dph_total > query.max_price_usd) return null;
+  const inetDown = offer.inet_down ?? 0;
+  return {
+    offer_id: `vast:${offer.id}`,
+    provider: "vast",
+    gpu: offer.gpu_name,
+    gpu_key: gpuSpecFor("vast", offer.gpu_name)?.key ?? null,
+    gpu_count: offer.num_gpus,
+    vram_gb: vramGb,
+    price_per_hour: offer.dph_total,
+    currency: "USD",
+    cloud: null,
+    availability: "available",
+    location: offer.geolocation ?? null,
+    bandwidth_gbs: offer.gpu_mem_bw && offer.gpu_mem_bw > 0 ? offer.gpu_mem_bw : null,
+    // The advertised line speed is unreliable (seed): count on half of it, capped at 2.5 Gbit/s.
+    download_mbs: inetDown > 0 ? (Math.min(inetDown, 2500) / 8) * 0.5 : null,
+    download_cost_per_gb: offer.inet_down_cost ?? 0,
+    min_billed_minutes: 0,
+    templates: ["ollama", "custom"],
+  };
+}
+
+export const OLLAMA_PORT = 11434;
+
+/** The `PUT /api/v0/asks/{id}/` body for a spec. */
+export function createBody(spec: MachineSpec): Record<string, unknown> {
+  // env must be an object: a "-e K=V" string is rejected (vast-docs "Common Pitfalls").
+  // Ports are published by keys "-p H:C" with value "1"; Vast maps each to a random external port.
+  const env: Record<string, string> = { ...spec.env };
+  const ports = new Set(spec.ports);
+  let onstart: string | null = null;
+  let args: string[] | null = null;
+  if (spec.template === "ollama") {
+    ports.add(OLLAMA_PORT);
+    env.OLLAMA_HOST = `0.0.0.0:${OLLAMA_PORT}`;
+    env.OLLAMA_KEEP_ALIVE = "-1";
+    if (spec.context_length !== null) env.OLLAMA_CONTEXT_LENGTH = String(spec.context_length);
+  } else if (spec.cmd !== null) {
+    // runtype "args" keeps the image's entrypoint unless onstart overrides it; dstack runs its
+    // commands on Vast exactly so (onstart "/bin/sh", args ["-c", ...]), whatever the image's ENTRYPOINT.
+    onstart = "/bin/sh";
+    args = ["-c", spec.cmd];
+  }
+  for (const port of ports) env[`-p ${port}:${port}`] = "1";
+  return {
+    client_id: "me",
+    image: spec.image,
+    disk: Math.max(spec.disk_gb, vastDiskGb(spec.weights_gb)),
+    label: spec.label,
+    env,
+    runtype: "args",
+    onstart,
+    args,
+    // null = on-demand; any price makes it an interruptible bid that can be outbid.
+    price: null,
+    // Without it a taken offer may yield a *stopped* instance instead of an error (quirk 23).
+    cancel_unavail: true,
+  };
+}
+
+/** Any create answer, success or error; only what gpulease reads. */
+export const CreateResponseSchema = z.object({
+  success: z.boolean().optional(),
+  // a number on the wire; a numeric string is read too rather than lose track of a real instance
+  new_contract: z.union([z.number().int(), z.string().regex(/^\d+$/).transform(Number)]).nullable().optional(),
+  error: z.string().optional(),
+  msg: z.string().optional(),
+  message: z.string().optional(),
+  detail: z.string().optional(),
+});
+export type CreateResponse = z.infer<typeof CreateResponseSchema>;
+
+const PortBindingSchema = z.object({ HostIp: z.string().optional(), HostPort: z.union([z.string(), z.number()]) });
+
+export const VastInstanceSchema = z.object({
+  id: z.number().int(),
+  actual_status: z.string().nullable().optional(),
+  intended_status: z.string().nullable().optional(),
+  cur_state: z.string().nullable().optional(),
+  next_state: z.string().nullable().optional(),
+  status_msg: z.string().nullable().optional(),
+  label: z.string().nullable().optional(),
+  public_ipaddr: z.string().nullable().optional(),
+  // Docker's format; null, {} or absent until running (quirk 21).
+  ports: z.record(z.string(), z.array(PortBindingSchema).nullable()).nullable().optional(),
+  ssh_host: z.string().nullable().optional(),
+  ssh_port: z.number().int().nullable().optional(),
+  dph_total: z.number().nullable().optional(),
+  start_date: z.number().nullable().optional(),
+});
+export type VastInstance = z.infer<typeof VastInstanceSchema>;
+
+/** `GET /api/v0/instances/{id}/`: one object under the plural key; null once deleted (quirks 18, 19). */
+export const ShowInstanceResponseSchema = z.object({ instances: VastInstanceSchema.nullable() });
+
+/** `GET /api/v1/instances/`: an array, or null for an empty page (vast-cli test). */
+export const ListInstancesResponseSchema = z.object({
+  instances: z.array(VastInstanceSchema).nullable(),
+  next_token: z.string().nullable().optional(),
+});
+
+export const UserResponseSchema = z.object({ credit: z.number() });
+
+export const DestroyResponseSchema = z.object({
+  success: z.boolean().optional(),
+  error: z.string().optional(),
+  msg: z.string().optional(),
+});
+
+/** vast-cli treats a status_msg with any of these as fatal. */
+const FATAL_STATUS_MSG = /oci runtime|error|failed|failure|exception|traceback|permission denied/i;
+
+export interface VastState {
+  state: MachineState;
+  error: string | null;
+}
+
+/** Vast's instance states in gpulease's terms (providers.md §2.4). */
+export function instanceState(instance: VastInstance): VastState {
+  const actual = instance.actual_status ?? null;
+  const intended = instance.intended_status ?? null;
+  const message = instance.status_msg?.trim() || null;
+  // UNCONFIRMED: right after DELETE a read may show "destroyed". Only `{"instances": null}` or a
+  // 404 proves absence, so until then it still exists (a wrong "gone" would stop the teardown check).
+  if (actual === "destroyed" || intended === "destroyed") {
+    return { state: "exited", error: "destroyed; waiting for Vast to drop the instance" };
+  }
+  if (actual === "running") {
+    // Ready means both agree (vast-cli wait_for_instance); running while intended elsewhere is on its way down.
+    if (intended === null || intended === "running") return { state: "running", error: null };
+    return { state: "exited", error: message ?? `Vast is taking it to ${intended}` };
+  }
+  // exited/unknown/offline "will never reach running" (vast-docs show-instance).
+  if (actual === "exited" || actual === "unknown" || actual === "offline") {
+    return { state: "exited", error: message ?? `Vast reports ${actual}` };
+  }
+  // An OCI error with actual_status "created" (dstack) or any status_msg vast-cli calls fatal.
+  if (message && FATAL_STATUS_MSG.test(message)) return { state: "exited", error: message };
+  if (actual === "stopped" || actual === "frozen") {
+    // cur/intended/next all "stopped": a spot instance outbid or interrupted (dstack).
+    if (intended !== "running") return { state: "exited", error: message ?? `Vast reports ${actual} (outbid or interrupted)` };
+    return { state: "booting", error: null };
+  }
+  // null (provisioning), loading (image pull), created (container made), rebooting.
+  return { state: "booting", error: null };
+}
+
+/** Access once running: `http://{public_ipaddr}:{HostPort}` per published port, Ollama's first. */
+export function instanceAccess(instance: VastInstance): Access {
+  const ip = instance.public_ipaddr?.trim() || null;
+  const urls: string[] = [];
+  if (ip) {
+    const published = Object.entries(instance.ports ?? {})
+      .map(([key, bindings]) => ({ port: Number.parseInt(key, 10), tcp: key.endsWith("/tcp"), hostPort: bindings?.[0]?.HostPort }))
+      // 22 is reached through ssh_host/ssh_port below.
+      .filter((p) => p.tcp && Number.isInteger(p.port) && p.port !== 22 && p.hostPort !== undefined && String(p.hostPort) !== "")
+      .sort((a, b) => (a.port === OLLAMA_PORT ? -1 : b.port === OLLAMA_PORT ? 1 : a.port - b.port));
+    // HostPort is a string and random (41207), never the container's 11434 (quirk 21).
+    for (const p of published) urls.push(`http://${ip}:${String(p.hostPort).trim()}`);
+  }
+  const sshHost = instance.ssh_host?.trim() || null;
+  const ssh = sshHost && instance.ssh_port ? { host: sshHost, port: instance.ssh_port } : null;
+  return { urls, ssh };
+}
+
+/** The Ollama URL of a running instance, or null when port 11434 is not published yet. */
+export function ollamaUrl(instance: VastInstance): string | null {
+  const ip = instance.public_ipaddr?.trim();
+  const hostPort = instance.ports?.[`${OLLAMA_PORT}/tcp`]?.[0]?.HostPort;
+  return ip && hostPort !== undefined ? `http://${ip}:${String(hostPort).trim()}` : null;
+}
