@@ -1,5 +1,6 @@
 import { CloudModel, type ModelMachine } from "../../src/sim/model";
-import { type FakeService, json, text } from "./install";
+import type { FakeService } from "./install";
+import { json, text } from "./respond";
 import { ollamaResponse } from "./ollama";
 
 /*

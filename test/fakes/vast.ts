@@ -1,5 +1,6 @@
 import { CloudModel, type ModelMachine } from "../../src/sim/model";
-import { json, text, type FakeService } from "./install";
+import type { FakeService } from "./install";
+import { json, text } from "./respond";
 import { ollamaResponse } from "./ollama";
 
 /**

@@ -1,5 +1,6 @@
 import { CloudModel, type ModelMachine } from "../../src/sim/model";
-import { json, type FakeService } from "./install";
+import type { FakeService } from "./install";
+import { json } from "./respond";
 
 /**
  * VRAMfarm's REST API in the wire shapes providers.md §3 fixes: EUR whole-machine prices, rent by
