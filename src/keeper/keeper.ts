@@ -1,4 +1,307 @@
 import { DurableObject } from "cloudflare:workers";
+import { loadConfig } from "../config";
+import { appendEvents, getLease, updateLeaseIf, type LeaseRow, type NewEvent } from "../leases/ledger";
+import type { LeaseStatus, StopReason } from "../leases/schema";
+import { iso } from "../lib/time";
+import { scrubText } from "../providers/scrub";
+import type { Provider } from "../providers/types";
+import { createServices, type Services } from "../services";
+import {
+  capReached,
+  decideAfterPoll,
+  decideCap,
+  decideTeardown,
+  initialLoopState,
+  keeperSettings,
+  planTeardown,
+  stoppingPatch,
+  type Decision,
+  type KeeperSettings,
+  type LoopState,
+  type PollResult,
+  type TeardownResult,
+} from "./decide";
 
-/** One per lease: the only writer of its status after creation, driven by its alarm. */
-export class LeaseKeeper extends DurableObject<Env> {}
+/** Provider calls one alarm invocation may make (free plan: 50 subrequests, keep each small). */
+const CALLS_PER_ALARM = 3;
+/** Re-arm after an unexpected failure that outlived the platform's own retries. */
+const SELF_RETRY_MS = 60_000;
+const PROVIDER_MISSING_RETRY_MS = 60_000;
+
+const KEY_LEASE_ID = "leaseId";
+const KEY_LOOP = "loop";
+
+export interface StopResult {
+  ok: true;
+  already: boolean;
+}
+
+/**
+ * One per lease: the only writer of its status after creation. Its alarm runs one poll step
+ * per invocation (at most CALLS_PER_ALARM provider calls) and re-arms itself; the loop's state
+ * lives in this object's storage, the lease of record in D1.
+ */
+export class LeaseKeeper extends DurableObject<Env> {
+  /** Takes charge of a lease: loads its row and drives it by its status. */
+  async start(leaseId: string): Promise<{ ok: true }> {
+    await this.ctx.storage.put(KEY_LEASE_ID, leaseId);
+    const services = this.services();
+    const lease = await getLease(services.db, leaseId);
+    if (!lease || lease.status === "stopped") return { ok: true };
+    const now = services.clock();
+    const first = lease.status === "provisioning" && lease.provider_ref ? now + services.config.pollIntervalS * 1000 : now;
+    await this.armAt(first);
+    return { ok: true };
+  }
+
+  /** Asks for teardown; `already` when the lease was stopping or stopped. */
+  async stop(reason: StopReason, detail?: string): Promise<StopResult> {
+    return this.requestStop(reason, detail ?? null, null);
+  }
+
+  /** The job's call-back: stop with `job_done` and keep its exit code. */
+  async jobDone(exitCode: number): Promise<StopResult> {
+    return this.requestStop("job_done", `the job called back with exit code ${exitCode}`, exitCode);
+  }
+
+  /**
+   * Re-arms the loop of an active lease (the reaper calls this); polls soon either way. Pass the
+   * lease id for a keeper whose start() may never have run.
+   */
+  async ensureAlarm(leaseId?: string): Promise<{ rearmed: boolean }> {
+    if (leaseId) await this.ctx.storage.put(KEY_LEASE_ID, leaseId);
+    else leaseId = (await this.leaseId()) ?? undefined;
+    if (!leaseId) return { rearmed: false };
+    const services = this.services();
+    const lease = await getLease(services.db, leaseId);
+    if (!lease || lease.status === "stopped") return { rearmed: false };
+    const prior = await this.ctx.storage.getAlarm();
+    await this.armAt(services.clock() + 1000);
+    return { rearmed: prior === null };
+  }
+
+  override async alarm(alarmInfo?: AlarmInvocationInfo): Promise<void> {
+    const leaseId = await this.leaseId();
+    if (!leaseId) return;
+    const services = this.services();
+    try {
+      await this.step(services, leaseId);
+    } catch (error) {
+      // Expected provider failures never get here; this is D1 or a bug. Let the platform retry
+      // a few times, then keep the loop alive ourselves rather than let the alarm be dropped.
+      const message = this.safeMessage(services, error);
+      console.error(`keeper ${leaseId}: alarm failed: ${message}`);
+      if ((alarmInfo?.retryCount ?? 0) >= 5) {
+        await this.ctx.storage.setAlarm(services.clock() + SELF_RETRY_MS);
+        return;
+      }
+      throw error;
+    }
+  }
+
+  private async requestStop(reason: StopReason, detail: string | null, exitCode: number | null): Promise<StopResult> {
+    const leaseId = await this.leaseId();
+    if (!leaseId) throw new Error("keeper has no lease");
+    const services = this.services();
+    const lease = await getLease(services.db, leaseId);
+    if (!lease) throw new Error(`no lease ${leaseId}`);
+    if (lease.status === "stopping" || lease.status === "stopped") return { ok: true, already: true };
+    const now = services.clock();
+    const loop = await this.loop();
+    const patch = stoppingPatch(lease, loop, { reason, error: null, detail: detail ?? reason }, now);
+    if (exitCode !== null) patch.exit_code = exitCode;
+    const row = await updateLeaseIf(services.db, leaseId, ["provisioning", "running"], patch);
+    if (!row) return { ok: true, already: true };
+    await appendEvents(services.db, leaseId, iso(now), [{ kind: "stop_requested", detail: detail ? `${reason}: ${detail}` : reason }]);
+    await this.armAt(now);
+    return { ok: true, already: false };
+  }
+
+  /** One step of the loop: a poll or a cap for an active lease, a teardown step for a stopping one. */
+  private async step(services: Services, leaseId: string): Promise<void> {
+    const lease = await getLease(services.db, leaseId);
+    if (!lease || lease.status === "stopped") return;
+    const settings = keeperSettings(services.config);
+    const now = services.clock();
+    const loop = await this.loop();
+    const provider = lease.provider ? services.providers.get(lease.provider) : null;
+
+    if (lease.status === "stopping") {
+      await this.teardown(services, settings, lease, loop, provider, CALLS_PER_ALARM);
+      return;
+    }
+
+    if (!lease.provider_ref || !provider) {
+      await this.watchWithoutMachine(services, settings, lease, loop, provider, now);
+      return;
+    }
+
+    let decision: Decision;
+    let calls = 0;
+    const cause = capReached(lease, loop, now, settings);
+    if (cause) {
+      decision = decideCap(lease, loop, cause, now, settings);
+    } else {
+      const poll = await this.poll(services, provider, lease);
+      calls = poll.calls;
+      decision = decideAfterPoll(lease, loop, poll.result, now, settings);
+    }
+    const updated = await this.apply(services, lease, decision, now);
+    if (!updated) {
+      // The status moved under us (a stop arrived during the poll): look again at once.
+      await this.armAt(now + 1000);
+      return;
+    }
+    if (decision.teardownNow) {
+      await this.teardown(services, settings, updated, decision.loop, provider, CALLS_PER_ALARM - calls);
+      return;
+    }
+    if (decision.nextAlarmAt !== null) await this.armAt(decision.nextAlarmAt);
+  }
+
+  /** An active lease with no machine recorded, or a provider that is no longer configured. */
+  private async watchWithoutMachine(
+    services: Services,
+    settings: KeeperSettings,
+    lease: LeaseRow,
+    loop: LoopState,
+    provider: Provider | null,
+    now: number,
+  ): Promise<void> {
+    if (!lease.provider_ref && now - Date.parse(lease.created_at) >= settings.rentWindowMs) {
+      // The request that was renting died: whether a machine exists is unknown, so tear down
+      // (the teardown looks the label up first).
+      const decision = decideCap(
+        lease,
+        loop,
+        { reason: null, error: "the rental did not complete", detail: "no machine was recorded for this lease" },
+        now,
+        settings,
+      );
+      const updated = await this.apply(services, lease, decision, now);
+      if (updated) await this.teardown(services, settings, updated, decision.loop, provider, CALLS_PER_ALARM);
+      else await this.armAt(now + 1000);
+      return;
+    }
+    if (!provider && lease.provider) await this.noteProviderMissing(services, lease, loop, now);
+    await this.armAt(now + (provider ? settings.pollIntervalMs : PROVIDER_MISSING_RETRY_MS));
+  }
+
+  private async poll(services: Services, provider: Provider, lease: LeaseRow): Promise<{ result: PollResult; calls: number }> {
+    const ref = lease.provider_ref as string;
+    try {
+      const status = await provider.status(ref);
+      let ollamaReady: boolean | null = null;
+      if (lease.status === "provisioning" && lease.template === "ollama" && status.state === "running") {
+        ollamaReady = await provider.ollamaReady(ref, status).catch(() => false);
+        return { result: { ok: true, status, ollamaReady }, calls: 2 };
+      }
+      return { result: { ok: true, status, ollamaReady }, calls: 1 };
+    } catch (error) {
+      return { result: { ok: false, error: this.safeMessage(services, error) }, calls: 1 };
+    }
+  }
+
+  /** Terminate, verify, re-terminate: `stopped` only when the provider says the machine is gone. */
+  private async teardown(
+    services: Services,
+    settings: KeeperSettings,
+    lease: LeaseRow,
+    loop: LoopState,
+    provider: Provider | null,
+    budget: number,
+  ): Promise<void> {
+    const now = services.clock();
+    if (!provider) {
+      if (!lease.provider) {
+        // Nothing was ever sent to a provider: there is no machine to verify.
+        const decision = decideTeardown(lease, loop, { lookup: { ok: true, machine: null } }, now, settings);
+        await this.apply(services, lease, decision, now);
+        return;
+      }
+      await this.noteProviderMissing(services, lease, loop, now);
+      await this.armAt(now + PROVIDER_MISSING_RETRY_MS);
+      return;
+    }
+    const plan = planTeardown(lease, loop, now, settings);
+    const result: TeardownResult = {};
+    let ref = lease.provider_ref;
+    let left = budget;
+    if (plan.lookupLabel && left > 0) {
+      left -= 1;
+      try {
+        const machine = await provider.findByLabel(lease.label);
+        result.lookup = { ok: true, machine };
+        ref = machine?.ref ?? null;
+      } catch (error) {
+        result.lookup = { ok: false, error: this.safeMessage(services, error) };
+      }
+    }
+    if (ref && plan.terminate && left > 0) {
+      left -= 1;
+      try {
+        await provider.terminate(ref);
+        result.terminate = { ok: true };
+      } catch (error) {
+        result.terminate = { ok: false, error: this.safeMessage(services, error) };
+      }
+    }
+    if (ref && left > 0) {
+      left -= 1;
+      try {
+        result.status = { ok: true, status: await provider.status(ref) };
+      } catch (error) {
+        result.status = { ok: false, error: this.safeMessage(services, error) };
+      }
+    }
+    const decision = decideTeardown(lease, loop, result, now, settings);
+    const updated = await this.apply(services, lease, decision, now);
+    if (!updated) {
+      await this.armAt(now + 1000);
+      return;
+    }
+    if (decision.nextAlarmAt !== null) await this.armAt(Math.max(decision.nextAlarmAt, now + 1000));
+  }
+
+  /** Writes the decision: the row (only if its status is unchanged), its events, the loop state. */
+  private async apply(services: Services, lease: LeaseRow, decision: Decision, now: number): Promise<LeaseRow | null> {
+    await this.ctx.storage.put(KEY_LOOP, decision.loop);
+    const from: LeaseStatus[] = [lease.status];
+    const row = await updateLeaseIf(services.db, lease.id, from, decision.patch);
+    if (!row) return null;
+    await appendEvents(services.db, lease.id, iso(now), decision.events);
+    return row;
+  }
+
+  private async noteProviderMissing(services: Services, lease: LeaseRow, loop: LoopState, now: number): Promise<void> {
+    const summary = "provider_not_configured";
+    if (loop.lastSeen === summary) return;
+    const event: NewEvent = { kind: "provider_not_configured", detail: `${lease.provider} is not configured; retrying` };
+    await appendEvents(services.db, lease.id, iso(now), [event]);
+    await this.ctx.storage.put(KEY_LOOP, { ...loop, lastSeen: summary });
+  }
+
+  /** Sets the alarm to `at` unless an earlier one is already set (a stop may have asked for now). */
+  private async armAt(at: number): Promise<void> {
+    const current = await this.ctx.storage.getAlarm();
+    if (current === null || at < current) await this.ctx.storage.setAlarm(at);
+  }
+
+  private async leaseId(): Promise<string | null> {
+    return (await this.ctx.storage.get<string>(KEY_LEASE_ID)) ?? this.ctx.id.name ?? null;
+  }
+
+  private async loop(): Promise<LoopState> {
+    return { ...initialLoopState, ...((await this.ctx.storage.get<LoopState>(KEY_LOOP)) ?? {}) };
+  }
+
+  private services(): Services {
+    return createServices(this.env, loadConfig(this.env));
+  }
+
+  private safeMessage(services: Services, error: unknown): string {
+    const text = error instanceof Error ? error.message : String(error);
+    const s = services.config.secrets;
+    return scrubText(text, [s.adminToken, s.runpodApiKey, s.vastApiKey, s.vramfarmToken]);
+  }
+}

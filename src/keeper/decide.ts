@@ -1,0 +1,320 @@
+/**
+ * The keeper's decisions, with no I/O: given the lease row, the loop's own state, what the
+ * provider reported and the time, what changes, what is logged, and when to look again.
+ */
+import type { Config } from "../config";
+import type { LeasePatch, LeaseRow, NewEvent } from "../leases/ledger";
+import type { StopReason } from "../leases/schema";
+import { iso, ms } from "../lib/time";
+import type { MachineStatus, OwnMachine } from "../providers/types";
+import { costCapAt, roundMoney, timeCapAt, timeCost, toUsd } from "./billing";
+
+export interface KeeperSettings {
+  pollIntervalMs: number;
+  verifyIntervalMs: number;
+  reterminateIntervalMs: number;
+  startTimeoutMs: number;
+  /** a teardown still unverified after this long is flagged and slowed down */
+  unverifiedAfterMs: number;
+  /** the verify pace once flagged */
+  slowVerifyMs: number;
+  /** running: how often to look for traffic cost and machines that died */
+  beatMs: number;
+  /** how long a request may still be renting a machine for a lease without provider_ref */
+  rentWindowMs: number;
+  eurUsd: number;
+}
+
+export function keeperSettings(config: Config): KeeperSettings {
+  return {
+    pollIntervalMs: config.pollIntervalS * 1000,
+    verifyIntervalMs: config.verifyIntervalS * 1000,
+    reterminateIntervalMs: config.reterminateIntervalS * 1000,
+    startTimeoutMs: config.startTimeoutMin * 60_000,
+    unverifiedAfterMs: 10 * 60_000,
+    slowVerifyMs: Math.max(60_000, config.verifyIntervalS * 1000),
+    beatMs: 60_000,
+    rentWindowMs: 2 * 60_000,
+    eurUsd: config.eurUsd,
+  };
+}
+
+/** What the loop remembers between alarms (Durable Object storage). */
+export interface LoopState {
+  /** when terminate was last sent successfully */
+  terminateSentAt: number | null;
+  /** traffic charges reported so far, in the lease's currency */
+  trafficCost: number;
+  /** the last observation logged, so an unchanged one is not logged every poll */
+  lastSeen: string | null;
+  unverifiedFlagged: boolean;
+  /** the lease's error before it was flagged teardown_unverified, restored once verified */
+  errorBeforeFlag: string | null;
+}
+
+export const initialLoopState: LoopState = {
+  terminateSentAt: null,
+  trafficCost: 0,
+  lastSeen: null,
+  unverifiedFlagged: false,
+  errorBeforeFlag: null,
+};
+
+/** A lease status change, with the events that explain it. */
+export interface Decision {
+  /** applied only while the lease still has the status it had when read */
+  patch: LeasePatch;
+  events: NewEvent[];
+  loop: LoopState;
+  /** when the next alarm should run; null when the lease is done */
+  nextAlarmAt: number | null;
+  /** the lease went to `stopping` in this step: start the teardown right away */
+  teardownNow: boolean;
+}
+
+export interface StopCause {
+  reason: StopReason | null;
+  /** stored in `error` (failed start, machine died); null for a normal stop */
+  error: string | null;
+  detail: string;
+}
+
+/** The patch that moves an active lease to `stopping`, cost frozen at this moment. */
+export function stoppingPatch(lease: LeaseRow, loop: LoopState, cause: StopCause, now: number): LeasePatch {
+  const patch: LeasePatch = {
+    status: "stopping",
+    stop_reason: cause.reason,
+    stop_requested_at: iso(now),
+    cost: currentCost(lease, loop, now),
+  };
+  if (cause.error !== null) patch.error = cause.error;
+  return patch;
+}
+
+/** The lease's cost so far in its currency: never less than what was already recorded. */
+export function currentCost(lease: LeaseRow, loop: LoopState, now: number, reportedCost: number | null = null): number {
+  const computed = timeCost(lease, now) + loop.trafficCost;
+  return roundMoney(Math.max(lease.cost, computed, reportedCost ?? 0));
+}
+
+/** The first cap moment of an active lease (time, cost, or the start timeout). */
+export function nextCapAt(lease: LeaseRow, loop: LoopState, s: KeeperSettings): number | null {
+  const moments = [costCapAt(lease, loop.trafficCost, s.eurUsd)];
+  if (lease.status === "running") moments.push(timeCapAt(lease));
+  if (lease.status === "provisioning") moments.push(ms(lease.created_at) + s.startTimeoutMs);
+  const known = moments.filter((m): m is number => m !== null);
+  return known.length ? Math.min(...known) : null;
+}
+
+/** A cap (or the start timeout) reached at `now`, before asking the provider anything. */
+export function capReached(lease: LeaseRow, loop: LoopState, now: number, s: KeeperSettings): StopCause | null {
+  if (lease.status === "running") {
+    const timeCap = timeCapAt(lease);
+    if (timeCap !== null && now >= timeCap) {
+      return { reason: "max_minutes", error: null, detail: `max_minutes (${lease.max_minutes}) reached` };
+    }
+  }
+  if (lease.status === "provisioning" && now >= ms(lease.created_at) + s.startTimeoutMs) {
+    return {
+      reason: "start_timeout",
+      error: `the machine did not start within ${Math.round(s.startTimeoutMs / 60_000)} minutes`,
+      detail: "start timeout reached",
+    };
+  }
+  const costCap = costCapAt(lease, loop.trafficCost, s.eurUsd);
+  if (costCap !== null && now >= costCap) {
+    return { reason: "max_cost", error: null, detail: `max_cost (${lease.max_cost} USD) reached` };
+  }
+  return null;
+}
+
+/** The decision for a cap reached before polling. */
+export function decideCap(lease: LeaseRow, loop: LoopState, cause: StopCause, now: number, s: KeeperSettings): Decision {
+  return {
+    patch: stoppingPatch(lease, loop, cause, now),
+    events: [{ kind: "stop_requested", detail: `${cause.reason ?? "error"}: ${cause.detail}` }],
+    loop,
+    nextAlarmAt: now,
+    teardownNow: true,
+  };
+}
+
+/** What a status poll of a provisioning or running lease returned. */
+export type PollResult =
+  | { ok: true; status: MachineStatus; /** null when not asked (not running yet, or not Ollama) */ ollamaReady: boolean | null }
+  | { ok: false; error: string };
+
+/** Provisioning or running: decide from one status poll. */
+export function decideAfterPoll(lease: LeaseRow, loop: LoopState, poll: PollResult, now: number, s: KeeperSettings): Decision {
+  const events: NewEvent[] = [];
+  const seen = (summary: string, event: NewEvent) => {
+    if (loop.lastSeen !== summary) events.push(event);
+    return summary;
+  };
+
+  if (!poll.ok) {
+    const nextLoop = { ...loop, lastSeen: seen(`status_failed:${poll.error}`, { kind: "status_failed", detail: poll.error }) };
+    return { patch: {}, events, loop: nextLoop, nextAlarmAt: nextPollAt(lease, nextLoop, now, s), teardownNow: false };
+  }
+
+  const status = poll.status;
+  const trafficCost = Math.max(loop.trafficCost, status.traffic_cost ?? 0);
+  let nextLoop: LoopState = { ...loop, trafficCost };
+  const cost = currentCost(lease, nextLoop, now, status.cost);
+
+  if (status.state === "gone" || status.state === "exited") {
+    const what = status.state === "gone" ? "the machine is gone" : "the machine exited";
+    const when = lease.status === "provisioning" ? " before it ran" : " on its own";
+    const error = status.error ? `${what}${when}: ${status.error}` : `${what}${when}`;
+    const cause: StopCause = { reason: null, error, detail: error };
+    return {
+      patch: { ...stoppingPatch(lease, nextLoop, cause, now), cost },
+      events: [{ kind: lease.status === "provisioning" ? "start_failed" : "machine_died", detail: error }],
+      loop: nextLoop,
+      nextAlarmAt: now,
+      teardownNow: true,
+    };
+  }
+
+  const patch: LeasePatch = {};
+  if (cost !== lease.cost) patch.cost = cost;
+  if (status.access && JSON.stringify(status.access) !== JSON.stringify(lease.access)) patch.access = status.access;
+
+  if (lease.status === "provisioning") {
+    const up = status.state === "running" && (lease.template !== "ollama" || poll.ollamaReady === true);
+    if (up) {
+      patch.status = "running";
+      patch.running_at = iso(now);
+      events.push({ kind: "running", detail: status.access?.urls.length ? status.access.urls.join(" ") : null });
+      nextLoop = { ...nextLoop, lastSeen: "running" };
+      const runningLease: LeaseRow = { ...lease, ...(patch as Partial<LeaseRow>), access: patch.access ?? lease.access };
+      return { patch, events, loop: nextLoop, nextAlarmAt: nextPollAt(runningLease, nextLoop, now, s), teardownNow: false };
+    }
+    const summary =
+      status.state === "running" ? "waiting_for_ollama" : status.state === "booting" ? "booting" : `state:${status.state}`;
+    const detail =
+      summary === "waiting_for_ollama"
+        ? "the container runs; waiting for the Ollama server to answer"
+        : status.state === "booting"
+          ? "the provider accepted the machine; waiting for the container"
+          : "the provider's status is unclear; still waiting";
+    nextLoop = { ...nextLoop, lastSeen: seen(summary, { kind: summary === "booting" ? "booting" : summary, detail }) };
+  } else {
+    nextLoop = { ...nextLoop, lastSeen: status.state === "running" ? "running" : seen(`state:${status.state}`, { kind: "machine_state", detail: `the provider reports ${status.state}` }) };
+  }
+
+  const updated: LeaseRow = { ...lease, cost: patch.cost ?? lease.cost };
+  const cause = capReached(updated, nextLoop, now, s);
+  if (cause) {
+    return {
+      patch: { ...patch, ...stoppingPatch(updated, nextLoop, cause, now) },
+      events: [...events, { kind: "stop_requested", detail: `${cause.reason}: ${cause.detail}` }],
+      loop: nextLoop,
+      nextAlarmAt: now,
+      teardownNow: true,
+    };
+  }
+  if (lease.max_cost !== null && toUsd(cost, lease.currency, s.eurUsd) >= lease.max_cost) {
+    const costCause: StopCause = { reason: "max_cost", error: null, detail: `max_cost (${lease.max_cost} USD) reached` };
+    return {
+      patch: { ...patch, ...stoppingPatch(updated, nextLoop, costCause, now), cost },
+      events: [...events, { kind: "stop_requested", detail: `max_cost: ${costCause.detail}` }],
+      loop: nextLoop,
+      nextAlarmAt: now,
+      teardownNow: true,
+    };
+  }
+  return { patch, events, loop: nextLoop, nextAlarmAt: nextPollAt(updated, nextLoop, now, s), teardownNow: false };
+}
+
+/** The next look at an active lease: the poll or the beat, or a cap moment if sooner. */
+export function nextPollAt(lease: LeaseRow, loop: LoopState, now: number, s: KeeperSettings): number {
+  const pace = lease.status === "provisioning" ? s.pollIntervalMs : s.beatMs;
+  const cap = nextCapAt(lease, loop, s);
+  return cap === null ? now + pace : Math.max(now, Math.min(now + pace, cap));
+}
+
+/** Stopping: which provider calls this step makes. */
+export interface TeardownPlan {
+  /** no provider_ref (an ambiguous rental): find the machine by its label first */
+  lookupLabel: boolean;
+  terminate: boolean;
+}
+
+export function planTeardown(lease: LeaseRow, loop: LoopState, now: number, s: KeeperSettings): TeardownPlan {
+  const due = loop.terminateSentAt === null || now - loop.terminateSentAt >= s.reterminateIntervalMs;
+  return { lookupLabel: lease.provider_ref === null, terminate: due };
+}
+
+/** What the teardown step saw. */
+export interface TeardownResult {
+  /** a label lookup: the machine, null = the listing says none, or the lookup failed */
+  lookup?: { ok: true; machine: OwnMachine | null } | { ok: false; error: string };
+  terminate?: { ok: true } | { ok: false; error: string };
+  /** the verifying status read; absent when the call budget ran out */
+  status?: { ok: true; status: MachineStatus } | { ok: false; error: string };
+}
+
+/** Stopping: `stopped` only on a status read (or a clean label listing) that says gone. */
+export function decideTeardown(lease: LeaseRow, loop: LoopState, result: TeardownResult, now: number, s: KeeperSettings): Decision {
+  const events: NewEvent[] = [];
+  let nextLoop = { ...loop };
+  const patch: LeasePatch = {};
+
+  if (result.lookup) {
+    if (!result.lookup.ok) {
+      events.push({ kind: "lookup_failed", detail: result.lookup.error });
+    } else if (result.lookup.machine) {
+      patch.provider_ref = result.lookup.machine.ref;
+      events.push({ kind: "machine_found", detail: `found ${result.lookup.machine.ref} by its label` });
+    } else if (now - ms(lease.created_at) >= s.rentWindowMs) {
+      // A listing that parsed and holds no machine with this label: nothing was created. Only
+      // conclusive once no request can still be renting for this lease.
+      return stoppedDecision(lease, nextLoop, patch, [...events, { kind: "stopped", detail: "no machine carries this lease's label" }], now);
+    }
+  }
+  if (result.terminate) {
+    if (result.terminate.ok) {
+      nextLoop.terminateSentAt = now;
+      events.push({ kind: "terminate_sent", detail: null });
+    } else {
+      events.push({ kind: "terminate_failed", detail: result.terminate.error });
+    }
+  }
+  if (result.status?.ok && result.status.status.state === "gone") {
+    return stoppedDecision(lease, nextLoop, patch, [...events, { kind: "stopped", detail: "the provider confirms the machine is gone" }], now);
+  }
+  if (result.status && !result.status.ok) {
+    const summary = `verify_failed:${result.status.error}`;
+    if (loop.lastSeen !== summary) events.push({ kind: "verify_failed", detail: `${result.status.error} (counts as still there)` });
+    nextLoop.lastSeen = summary;
+  } else if (result.status?.ok) {
+    nextLoop.lastSeen = `teardown:${result.status.status.state}`;
+  }
+
+  const since = lease.stop_requested_at ? ms(lease.stop_requested_at) : now;
+  if (!nextLoop.unverifiedFlagged && now - since >= s.unverifiedAfterMs) {
+    nextLoop.unverifiedFlagged = true;
+    nextLoop.errorBeforeFlag = lease.error;
+    patch.error = "teardown_unverified";
+    events.push({
+      kind: "teardown_unverified",
+      detail: `the machine is not confirmed gone after ${Math.round(s.unverifiedAfterMs / 60_000)} minutes; still trying`,
+    });
+  }
+  const pace = nextLoop.unverifiedFlagged ? s.slowVerifyMs : s.verifyIntervalMs;
+  return { patch, events, loop: nextLoop, nextAlarmAt: now + pace, teardownNow: false };
+}
+
+function stoppedDecision(lease: LeaseRow, loop: LoopState, patch: LeasePatch, events: NewEvent[], now: number): Decision {
+  const verified: LeasePatch = { status: "stopped", stopped_at: iso(now), teardown_verified_at: iso(now) };
+  // Verified at last: the flag has done its job; the error that led to the teardown comes back.
+  if (loop.unverifiedFlagged) verified.error = loop.errorBeforeFlag;
+  return {
+    patch: { ...patch, ...verified },
+    events,
+    loop,
+    nextAlarmAt: null,
+    teardownNow: false,
+  };
+}

@@ -1,0 +1,306 @@
+import { z } from "zod";
+import { AccessSchema, CurrencySchema, ProviderNameSchema, TemplateSchema } from "../providers/types";
+import { LeaseStatusSchema, StopReasonSchema, type Lease, type LeaseEvent, type LeaseStatus } from "./schema";
+
+/** What the lease row's `spec` column holds: what was asked for, and how the machine is billed. */
+export const StoredSpecSchema = z.object({
+  // Defaults everywhere: rows written by others (the reaper's adopted orphans) keep `spec` at '{}'.
+  image: z.string().nullable().default(null),
+  cmd: z.string().nullable().default(null),
+  /** the user's env only: the call-back token is never stored */
+  env: z.record(z.string(), z.string()).default({}),
+  ports: z.array(z.number().int()).default([]),
+  disk_gb: z.number().int().nonnegative().default(0),
+  weights_gb: z.number().nonnegative().default(0),
+  context_length: z.number().int().nullable().default(null),
+  /** set once rented: the offer's minimum billed minutes per start (VRAMfarm: 15) */
+  min_billed_minutes: z.number().int().nonnegative().default(0),
+});
+export type StoredSpec = z.infer<typeof StoredSpecSchema>;
+
+const jsonColumn = <T extends z.ZodType>(schema: T) =>
+  z
+    .string()
+    .nullable()
+    .transform((text, ctx): z.output<T> | null => {
+      if (text === null) return null;
+      try {
+        return schema.parse(JSON.parse(text));
+      } catch {
+        ctx.addIssue({ code: "custom", message: "stored JSON does not parse" });
+        return z.NEVER;
+      }
+    });
+
+/** One row of `leases`, parsed. */
+export const LeaseRowSchema = z.object({
+  id: z.string(),
+  name: z.string().nullable(),
+  status: LeaseStatusSchema,
+  provider: ProviderNameSchema.nullable(),
+  provider_ref: z.string().nullable(),
+  label: z.string(),
+  offer_id: z.string().nullable(),
+  gpu: z.string().nullable(),
+  gpu_count: z.number().int().nullable(),
+  vram_gb: z.number().nullable(),
+  price_per_hour: z.number().nullable(),
+  currency: CurrencySchema.nullable(),
+  template: TemplateSchema,
+  spec: jsonColumn(StoredSpecSchema).refine((spec) => spec !== null, "spec is missing").transform((spec) => spec as StoredSpec),
+  max_minutes: z.number().int(),
+  max_cost: z.number().nullable(),
+  expected_cost: z.number().nullable(),
+  cost: z.number(),
+  access: jsonColumn(AccessSchema),
+  error: z.string().nullable(),
+  stop_reason: StopReasonSchema.nullable(),
+  exit_code: z.number().int().nullable(),
+  schedule_id: z.string().nullable(),
+  token_id: z.string().nullable(),
+  idempotency_key: z.string().nullable(),
+  callback_hash: z.string().nullable(),
+  attempts: z.string().nullable(),
+  created_at: z.string(),
+  rented_at: z.string().nullable(),
+  running_at: z.string().nullable(),
+  stop_requested_at: z.string().nullable(),
+  stopped_at: z.string().nullable(),
+  teardown_verified_at: z.string().nullable(),
+});
+export type LeaseRow = z.infer<typeof LeaseRowSchema>;
+
+/** The row as the API shows it: no spec, hashes, keys or token ids. */
+export function toLease(row: LeaseRow): Lease {
+  return {
+    id: row.id,
+    name: row.name,
+    status: row.status,
+    provider: row.provider,
+    provider_ref: row.provider_ref,
+    offer_id: row.offer_id,
+    label: row.label,
+    template: row.template,
+    gpu: row.gpu,
+    gpu_count: row.gpu_count,
+    vram_gb: row.vram_gb,
+    price_per_hour: row.price_per_hour,
+    currency: row.currency,
+    max_minutes: row.max_minutes,
+    max_cost: row.max_cost,
+    expected_cost: row.expected_cost,
+    cost: row.cost,
+    access: row.access,
+    error: row.error,
+    stop_reason: row.stop_reason,
+    exit_code: row.exit_code,
+    schedule_id: row.schedule_id,
+    created_at: row.created_at,
+    running_at: row.running_at,
+    stop_requested_at: row.stop_requested_at,
+    stopped_at: row.stopped_at,
+    teardown_verified_at: row.teardown_verified_at,
+  };
+}
+
+function parseRow(row: unknown): LeaseRow {
+  return LeaseRowSchema.parse(row);
+}
+
+/** The columns a new lease row is written with (status `provisioning`). */
+export interface NewLease {
+  id: string;
+  name: string | null;
+  label: string;
+  template: LeaseRow["template"];
+  spec: StoredSpec;
+  max_minutes: number;
+  max_cost: number | null;
+  expected_cost: number | null;
+  schedule_id: string | null;
+  token_id: string | null;
+  idempotency_key: string | null;
+  callback_hash: string;
+  created_at: string;
+}
+
+export type InsertOutcome =
+  | { kind: "inserted"; row: LeaseRow }
+  | { kind: "limit_reached" }
+  | { kind: "duplicate"; row: LeaseRow };
+
+/**
+ * Writes a new `provisioning` lease unless `maxActive` leases are already active: the count
+ * and the insert are one statement, so two racing requests cannot both pass the limit. A
+ * repeated idempotency key loses to the unique index and returns the lease that holds it.
+ */
+export async function insertLease(db: D1Database, lease: NewLease, maxActive: number): Promise<InsertOutcome> {
+  const values = [
+    lease.id, lease.name, lease.label, lease.template, JSON.stringify(lease.spec), lease.max_minutes,
+    lease.max_cost, lease.expected_cost, lease.schedule_id, lease.token_id, lease.idempotency_key,
+    lease.callback_hash, lease.created_at,
+  ];
+  try {
+    const row = await db
+      .prepare(
+        `INSERT INTO leases (id, name, label, template, spec, max_minutes, max_cost, expected_cost,
+           schedule_id, token_id, idempotency_key, callback_hash, created_at, status)
+         SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'provisioning'
+         WHERE (SELECT COUNT(*) FROM leases WHERE status != 'stopped') < ?
+         RETURNING *`,
+      )
+      .bind(...values, maxActive)
+      .first();
+    return row ? { kind: "inserted", row: parseRow(row) } : { kind: "limit_reached" };
+  } catch (error) {
+    if (lease.idempotency_key && /UNIQUE/i.test(String(error))) {
+      const existing = await getLeaseByIdempotencyKey(db, lease.idempotency_key);
+      if (existing) return { kind: "duplicate", row: existing };
+    }
+    throw error;
+  }
+}
+
+export async function getLease(db: D1Database, leaseId: string): Promise<LeaseRow | null> {
+  const row = await db.prepare("SELECT * FROM leases WHERE id = ?").bind(leaseId).first();
+  return row ? parseRow(row) : null;
+}
+
+export async function getLeaseByIdempotencyKey(db: D1Database, key: string): Promise<LeaseRow | null> {
+  const row = await db.prepare("SELECT * FROM leases WHERE idempotency_key = ?").bind(key).first();
+  return row ? parseRow(row) : null;
+}
+
+export async function countActive(db: D1Database): Promise<number> {
+  const row = await db.prepare("SELECT COUNT(*) AS n FROM leases WHERE status != 'stopped'").first<{ n: number }>();
+  return row?.n ?? 0;
+}
+
+export type StatusFilter = LeaseStatus | "active";
+
+export interface ListLeasesQuery {
+  status?: StatusFilter;
+  limit: number;
+  cursor?: string;
+}
+
+export class BadCursorError extends Error {}
+
+const CursorSchema = z.tuple([z.string(), z.string()]);
+
+function encodeCursor(row: LeaseRow): string {
+  return btoa(JSON.stringify([row.created_at, row.id])).replace(/=+$/, "");
+}
+
+function decodeCursor(cursor: string): [string, string] {
+  try {
+    return CursorSchema.parse(JSON.parse(atob(cursor)));
+  } catch {
+    throw new BadCursorError("cursor is not one this API returned");
+  }
+}
+
+/** Leases newest first, `limit` at a time; `next_cursor` continues after the last one. */
+export async function listLeases(db: D1Database, query: ListLeasesQuery): Promise<{ rows: LeaseRow[]; nextCursor: string | null }> {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  if (query.status === "active") where.push("status != 'stopped'");
+  else if (query.status) {
+    where.push("status = ?");
+    params.push(query.status);
+  }
+  if (query.cursor) {
+    const [createdAt, id] = decodeCursor(query.cursor);
+    where.push("(created_at < ? OR (created_at = ? AND id < ?))");
+    params.push(createdAt, createdAt, id);
+  }
+  const sql = `SELECT * FROM leases ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
+               ORDER BY created_at DESC, id DESC LIMIT ?`;
+  const { results } = await db.prepare(sql).bind(...params, query.limit + 1).all();
+  const rows = results.map(parseRow);
+  const page = rows.slice(0, query.limit);
+  const last = page[page.length - 1];
+  return { rows: page, nextCursor: rows.length > query.limit && last ? encodeCursor(last) : null };
+}
+
+/** Columns that change after creation. */
+export type LeasePatch = Partial<{
+  status: LeaseStatus;
+  provider: LeaseRow["provider"];
+  provider_ref: string | null;
+  offer_id: string | null;
+  gpu: string | null;
+  gpu_count: number | null;
+  vram_gb: number | null;
+  price_per_hour: number | null;
+  currency: LeaseRow["currency"];
+  spec: StoredSpec;
+  expected_cost: number | null;
+  cost: number;
+  access: LeaseRow["access"];
+  error: string | null;
+  stop_reason: LeaseRow["stop_reason"];
+  exit_code: number | null;
+  attempts: string | null;
+  rented_at: string | null;
+  running_at: string | null;
+  stop_requested_at: string | null;
+  stopped_at: string | null;
+  teardown_verified_at: string | null;
+}>;
+
+const jsonColumns = new Set(["spec", "access"]);
+
+/**
+ * Applies `patch` only while the lease is in one of `from` (D1 has no BEGIN: the condition in
+ * the UPDATE is the lock). Returns the new row, or null when the status had moved on.
+ */
+export async function updateLeaseIf(
+  db: D1Database,
+  leaseId: string,
+  from: readonly LeaseStatus[],
+  patch: LeasePatch,
+): Promise<LeaseRow | null> {
+  const entries = Object.entries(patch).filter(([, value]) => value !== undefined);
+  if (entries.length === 0) {
+    const row = await getLease(db, leaseId);
+    return row && from.includes(row.status) ? row : null;
+  }
+  const sets = entries.map(([column]) => `${column} = ?`).join(", ");
+  const values = entries.map(([column, value]) =>
+    jsonColumns.has(column) && value !== null ? JSON.stringify(value) : (value as unknown),
+  );
+  const row = await db
+    .prepare(`UPDATE leases SET ${sets} WHERE id = ? AND status IN (${from.map(() => "?").join(", ")}) RETURNING *`)
+    .bind(...values, leaseId, ...from)
+    .first();
+  return row ? parseRow(row) : null;
+}
+
+export interface NewEvent {
+  kind: string;
+  detail?: string | null;
+}
+
+/** Appends to the lease's event log. */
+export async function appendEvent(db: D1Database, leaseId: string, at: string, event: NewEvent): Promise<void> {
+  await appendEvents(db, leaseId, at, [event]);
+}
+
+/** Appends several events in one batch (one transaction), in order. */
+export async function appendEvents(db: D1Database, leaseId: string, at: string, events: readonly NewEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  const statement = db.prepare("INSERT INTO lease_events (lease_id, at, kind, detail) VALUES (?, ?, ?, ?)");
+  await db.batch(events.map((event) => statement.bind(leaseId, at, event.kind, event.detail ?? null)));
+}
+
+const EventRowSchema = z.object({ seq: z.number().int(), at: z.string(), kind: z.string(), detail: z.string().nullable() });
+
+/** The lease's events with seq > `afterSeq`, oldest first. */
+export async function listEvents(db: D1Database, leaseId: string, afterSeq = 0, limit = 500): Promise<LeaseEvent[]> {
+  const { results } = await db
+    .prepare("SELECT seq, at, kind, detail FROM lease_events WHERE lease_id = ? AND seq > ? ORDER BY seq LIMIT ?")
+    .bind(leaseId, afterSeq, limit)
+    .all();
+  return results.map((row) => EventRowSchema.parse(row));
+}

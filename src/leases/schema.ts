@@ -1,0 +1,122 @@
+import { z } from "@hono/zod-openapi";
+import { AccessSchema, CurrencySchema, ProviderNameSchema, TemplateSchema } from "../providers/types";
+
+export const leaseStatuses = ["provisioning", "running", "stopping", "stopped"] as const;
+export const LeaseStatusSchema = z.enum(leaseStatuses).openapi("LeaseStatus");
+export type LeaseStatus = z.infer<typeof LeaseStatusSchema>;
+
+export const stopReasons = [
+  "requested",
+  "max_minutes",
+  "max_cost",
+  "job_done",
+  "start_timeout",
+  "budget",
+  "reaper",
+  "rent_failed",
+] as const;
+export const StopReasonSchema = z.enum(stopReasons).openapi("StopReason");
+export type StopReason = z.infer<typeof StopReasonSchema>;
+
+/** Env names the machine gets from gpulease itself; a user value must not shadow them. */
+export const RESERVED_ENV_PREFIX = "GPULEASE_";
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const MAX_ENV_ENTRIES = 64;
+const MAX_ENV_VALUE_CHARS = 8192;
+
+const EnvSchema = z
+  .record(
+    z.string().max(128).regex(ENV_NAME, "env names are letters, digits and '_', not starting with a digit"),
+    z.string().max(MAX_ENV_VALUE_CHARS),
+  )
+  .refine((env) => Object.keys(env).length <= MAX_ENV_ENTRIES, `at most ${MAX_ENV_ENTRIES} env entries`)
+  .refine(
+    (env) => Object.keys(env).every((name) => !name.toUpperCase().startsWith(RESERVED_ENV_PREFIX)),
+    `env names starting with ${RESERVED_ENV_PREFIX} are reserved`,
+  );
+
+/** The body of POST /v1/leases (and the `lease` of a schedule). */
+export const LeaseInputSchema = z
+  .strictObject({
+    name: z.string().trim().min(1).max(100).optional(),
+    offer_id: z.string().min(1).max(300).optional().openapi({ description: "an offer_id from GET /v1/offers; else the filters pick" }),
+    provider: ProviderNameSchema.optional(),
+    gpu: z.string().trim().min(1).max(64).optional().openapi({ description: "GPU name, case-insensitive substring" }),
+    vram_gb: z.number().positive().max(8192).optional(),
+    gpu_count: z.number().int().min(1).max(16).optional(),
+    max_price: z.number().positive().optional().openapi({ description: "per hour, USD" }),
+    weights_gb: z.number().nonnegative().max(8192).optional(),
+    template: TemplateSchema.default("ollama"),
+    image: z.string().trim().min(1).max(500).optional().openapi({ description: "required for custom" }),
+    cmd: z.string().min(1).max(4000).optional().openapi({ description: "custom only" }),
+    env: EnvSchema.optional(),
+    ports: z
+      .array(z.number().int().min(1).max(65535))
+      .max(16)
+      .refine((ports) => new Set(ports).size === ports.length, "ports must be unique")
+      .optional(),
+    disk_gb: z.number().int().min(1).max(4000).optional(),
+    context_length: z.number().int().min(256).max(1_048_576).optional().openapi({ description: "ollama only" }),
+    max_minutes: z.number().int().min(1).max(10080),
+    max_cost: z.number().positive().optional().openapi({ description: "in USD" }),
+  })
+  .superRefine((input, ctx) => {
+    if (input.template === "custom" && !input.image) {
+      ctx.addIssue({ code: "custom", path: ["image"], message: "a custom lease needs an image" });
+    }
+    if (input.cmd !== undefined && input.template !== "custom") {
+      ctx.addIssue({ code: "custom", path: ["cmd"], message: "cmd is only for the custom template" });
+    }
+    if (input.context_length !== undefined && input.template !== "ollama") {
+      ctx.addIssue({ code: "custom", path: ["context_length"], message: "context_length is only for the ollama template" });
+    }
+  })
+  .openapi("LeaseInput");
+export type LeaseInput = z.infer<typeof LeaseInputSchema>;
+
+/** The lease object of the API. Money is in `currency`, except max_cost and expected_cost (USD). */
+export const LeaseSchema = z
+  .object({
+    id: z.string().openapi({ example: "lse_01jb3k7q2m9x4v8n6c5t0w1yza" }),
+    name: z.string().nullable(),
+    status: LeaseStatusSchema,
+    provider: ProviderNameSchema.nullable(),
+    provider_ref: z.string().nullable(),
+    offer_id: z.string().nullable(),
+    label: z.string(),
+    template: TemplateSchema,
+    gpu: z.string().nullable(),
+    gpu_count: z.number().int().nullable(),
+    vram_gb: z.number().nullable(),
+    price_per_hour: z.number().nullable(),
+    currency: CurrencySchema.nullable(),
+    max_minutes: z.number().int(),
+    max_cost: z.number().nullable().openapi({ description: "USD" }),
+    expected_cost: z.number().nullable().openapi({ description: "USD, the worst case at rental: price × max_minutes, capped by max_cost" }),
+    cost: z.number().openapi({ description: "in `currency`: what the provider bills so far; frozen at teardown" }),
+    access: AccessSchema.nullable(),
+    error: z.string().nullable(),
+    stop_reason: StopReasonSchema.nullable(),
+    exit_code: z.number().int().nullable(),
+    schedule_id: z.string().nullable(),
+    created_at: z.string(),
+    running_at: z.string().nullable(),
+    stop_requested_at: z.string().nullable(),
+    stopped_at: z.string().nullable(),
+    teardown_verified_at: z.string().nullable(),
+  })
+  .openapi("Lease");
+export type Lease = z.infer<typeof LeaseSchema>;
+
+export const LeaseEventSchema = z
+  .object({
+    seq: z.number().int().openapi({ description: "increasing; the SSE event id" }),
+    at: z.string(),
+    kind: z.string(),
+    detail: z.string().nullable(),
+  })
+  .openapi("LeaseEvent");
+export type LeaseEvent = z.infer<typeof LeaseEventSchema>;
+
+export const RentAttemptSchema = z.object({ offer_id: z.string(), error: z.string() });
+export type RentAttempt = z.infer<typeof RentAttemptSchema>;

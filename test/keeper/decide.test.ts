@@ -1,0 +1,255 @@
+import { describe, expect, it } from "vitest";
+import { billedFrom, costCapAt, timeCost } from "../../src/keeper/billing";
+import {
+  capReached,
+  decideAfterPoll,
+  decideTeardown,
+  initialLoopState,
+  nextPollAt,
+  planTeardown,
+  type KeeperSettings,
+  type LoopState,
+} from "../../src/keeper/decide";
+import type { LeaseRow } from "../../src/leases/ledger";
+import type { MachineStatus } from "../../src/providers/types";
+
+const T0 = Date.parse("2030-05-01T10:00:00Z");
+const at = (seconds: number) => T0 + seconds * 1000;
+const iso = (seconds: number) => new Date(at(seconds)).toISOString();
+
+const settings: KeeperSettings = {
+  pollIntervalMs: 10_000,
+  verifyIntervalMs: 5_000,
+  reterminateIntervalMs: 30_000,
+  startTimeoutMs: 20 * 60_000,
+  unverifiedAfterMs: 10 * 60_000,
+  slowVerifyMs: 60_000,
+  beatMs: 60_000,
+  rentWindowMs: 120_000,
+  eurUsd: 1.08,
+};
+
+function lease(overrides: Partial<LeaseRow> = {}): LeaseRow {
+  return {
+    id: "lse_0000000000000000000001",
+    name: null,
+    status: "provisioning",
+    provider: "runpod",
+    provider_ref: "pod1",
+    label: "gpulease-lse_0000000000000000000001",
+    offer_id: "runpod:SECURE:x:1",
+    gpu: "RTX 4090",
+    gpu_count: 1,
+    vram_gb: 24,
+    price_per_hour: 0.72,
+    currency: "USD",
+    template: "ollama",
+    spec: { image: "ollama/ollama", cmd: null, env: {}, ports: [11434], disk_gb: 40, weights_gb: 18, context_length: null, min_billed_minutes: 0 },
+    max_minutes: 60,
+    max_cost: null,
+    expected_cost: null,
+    cost: 0,
+    access: null,
+    error: null,
+    stop_reason: null,
+    exit_code: null,
+    schedule_id: null,
+    token_id: null,
+    idempotency_key: null,
+    callback_hash: null,
+    attempts: null,
+    created_at: iso(0),
+    rented_at: iso(1),
+    running_at: null,
+    stop_requested_at: null,
+    stopped_at: null,
+    teardown_verified_at: null,
+    ...overrides,
+  };
+}
+
+const status = (state: MachineStatus["state"], extra: Partial<MachineStatus> = {}): MachineStatus => ({
+  state,
+  access: state === "running" ? { urls: ["https://pod1-11434.proxy.runpod.net"], ssh: null } : null,
+  cost: null,
+  traffic_cost: null,
+  price_per_hour: null,
+  error: null,
+  ...extra,
+});
+
+const loop = (overrides: Partial<LoopState> = {}): LoopState => ({ ...initialLoopState, ...overrides });
+
+describe("billing", () => {
+  it("RunPod, Vast and the sim bill from the accepted rental; VRAMfarm from running with its minimum", () => {
+    expect(billedFrom(lease())).toBe(at(1));
+    expect(timeCost(lease(), at(3601))).toBeCloseTo(0.72, 6);
+    const farm = lease({ provider: "vramfarm", currency: "EUR", price_per_hour: 0.6, spec: { ...lease().spec, min_billed_minutes: 15 } });
+    expect(billedFrom(farm)).toBeNull();
+    expect(timeCost(farm, at(600))).toBe(0);
+    const farmRunning = { ...farm, running_at: iso(300) };
+    expect(timeCost(farmRunning, at(360))).toBeCloseTo(0.15, 6);
+    expect(timeCost(farmRunning, at(300 + 1800))).toBeCloseTo(0.3, 6);
+  });
+
+  it("computes the moment the cost cap is reached, in USD, with traffic", () => {
+    // 0.72 USD/h, 0.36 USD cap: 30 minutes after the rental.
+    expect(costCapAt(lease({ max_cost: 0.36 }), 0, 1.08)).toBe(at(1) + 30 * 60_000);
+    // EUR: 0.5 EUR/h = 0.54 USD/h; 0.27 USD - 0.054 USD traffic (0.05 EUR) = 0.216 USD → 24 min.
+    const farm = lease({
+      provider: "vramfarm",
+      currency: "EUR",
+      price_per_hour: 0.5,
+      running_at: iso(100),
+      max_cost: 0.27,
+      spec: { ...lease().spec, min_billed_minutes: 15 },
+    });
+    expect(costCapAt(farm, 0.05, 1.08)).toBe(at(100) + 24 * 60_000);
+    // A cap below the minimum billing period is reached as soon as billing starts.
+    expect(costCapAt({ ...farm, max_cost: 0.05 }, 0, 1.08)).toBe(at(100));
+    expect(costCapAt(lease(), 0, 1.08)).toBeNull();
+  });
+});
+
+describe("provisioning", () => {
+  it("keeps polling while booting and logs the observation once", () => {
+    const first = decideAfterPoll(lease(), loop(), { ok: true, status: status("booting"), ollamaReady: null }, at(10), settings);
+    expect(first.patch.status).toBeUndefined();
+    expect(first.events.map((e) => e.kind)).toEqual(["booting"]);
+    expect(first.nextAlarmAt).toBe(at(20));
+    const second = decideAfterPoll(lease(), first.loop, { ok: true, status: status("booting"), ollamaReady: null }, at(20), settings);
+    expect(second.events).toEqual([]);
+  });
+
+  it("is running only when the container runs and, for Ollama, the server answers", () => {
+    const waiting = decideAfterPoll(lease(), loop(), { ok: true, status: status("running"), ollamaReady: false }, at(60), settings);
+    expect(waiting.patch.status).toBeUndefined();
+    expect(waiting.events.map((e) => e.kind)).toEqual(["waiting_for_ollama"]);
+    const up = decideAfterPoll(lease(), loop(), { ok: true, status: status("running"), ollamaReady: true }, at(70), settings);
+    expect(up.patch).toMatchObject({ status: "running", running_at: iso(70), access: { urls: ["https://pod1-11434.proxy.runpod.net"] } });
+    // The next look is the 60 s beat.
+    expect(up.nextAlarmAt).toBe(at(130));
+    const custom = decideAfterPoll(lease({ template: "custom" }), loop(), { ok: true, status: status("running"), ollamaReady: null }, at(70), settings);
+    expect(custom.patch.status).toBe("running");
+  });
+
+  it("tears down a failed start with the provider's reason", () => {
+    const failed = decideAfterPoll(
+      lease(),
+      loop(),
+      { ok: true, status: status("exited", { error: "OCI runtime create failed" }), ollamaReady: null },
+      at(40),
+      settings,
+    );
+    expect(failed.teardownNow).toBe(true);
+    expect(failed.patch).toMatchObject({ status: "stopping", stop_requested_at: iso(40) });
+    expect(failed.patch.error).toContain("OCI runtime create failed");
+  });
+
+  it("a failed status read changes nothing and polls again", () => {
+    const d = decideAfterPoll(lease(), loop(), { ok: false, error: "timeout" }, at(40), settings);
+    expect(d.patch).toEqual({});
+    expect(d.events.map((e) => e.kind)).toEqual(["status_failed"]);
+    expect(d.nextAlarmAt).toBe(at(50));
+  });
+
+  it("reaches start_timeout START_TIMEOUT_MIN after creation", () => {
+    expect(capReached(lease(), loop(), at(20 * 60 - 1), settings)).toBeNull();
+    expect(capReached(lease(), loop(), at(20 * 60), settings)?.reason).toBe("start_timeout");
+    // The poll never sleeps past the timeout.
+    expect(nextPollAt(lease(), loop(), at(20 * 60 - 3), settings)).toBe(at(20 * 60));
+  });
+});
+
+describe("running", () => {
+  const running = lease({ status: "running", running_at: iso(100), max_minutes: 30 });
+
+  it("sleeps until the earliest cap moment, never longer than the beat", () => {
+    expect(nextPollAt(running, loop(), at(100 + 29 * 60 + 30), settings)).toBe(at(100 + 30 * 60));
+    expect(nextPollAt(running, loop(), at(200), settings)).toBe(at(260));
+    const capped = { ...running, max_cost: 0.012 }; // 1 minute at 0.72 USD/h
+    expect(nextPollAt(capped, loop(), at(30), settings)).toBe(at(1) + 60_000);
+  });
+
+  it("stops at max_minutes and at max_cost", () => {
+    expect(capReached(running, loop(), at(100 + 30 * 60), settings)?.reason).toBe("max_minutes");
+    expect(capReached({ ...running, max_cost: 0.012 }, loop(), at(61), settings)?.reason).toBe("max_cost");
+  });
+
+  it("traffic reported on the beat can reach the cost cap at once", () => {
+    const capped = { ...running, max_cost: 1 };
+    const d = decideAfterPoll(capped, loop(), { ok: true, status: status("running", { traffic_cost: 0.99 }), ollamaReady: null }, at(200), settings);
+    expect(d.teardownNow).toBe(true);
+    expect(d.patch).toMatchObject({ status: "stopping", stop_reason: "max_cost" });
+    expect(d.loop.trafficCost).toBe(0.99);
+  });
+
+  it("a machine that died on its own is torn down with why", () => {
+    const d = decideAfterPoll(running, loop(), { ok: true, status: status("gone"), ollamaReady: null }, at(300), settings);
+    expect(d.patch.status).toBe("stopping");
+    expect(d.patch.error).toMatch(/gone on its own/);
+  });
+
+  it("keeps the cost monotonic and up to date", () => {
+    const d = decideAfterPoll(running, loop(), { ok: true, status: status("running"), ollamaReady: null }, at(3601), settings);
+    expect(d.patch.cost).toBeCloseTo(0.72, 6);
+    const reported = decideAfterPoll(running, loop(), { ok: true, status: status("running", { cost: 5 }), ollamaReady: null }, at(3601), settings);
+    expect(reported.patch.cost).toBe(5);
+  });
+});
+
+describe("stopping", () => {
+  const stopping = lease({ status: "stopping", running_at: iso(100), stop_requested_at: iso(1000), stop_reason: "requested" });
+
+  it("terminates at once, then again only every RETERMINATE_INTERVAL_S", () => {
+    expect(planTeardown(stopping, loop(), at(1000), settings)).toEqual({ lookupLabel: false, terminate: true });
+    expect(planTeardown(stopping, loop({ terminateSentAt: at(1000) }), at(1020), settings).terminate).toBe(false);
+    expect(planTeardown(stopping, loop({ terminateSentAt: at(1000) }), at(1030), settings).terminate).toBe(true);
+    expect(planTeardown({ ...stopping, provider_ref: null }, loop(), at(1000), settings).lookupLabel).toBe(true);
+  });
+
+  it("is stopped only on a status read that says gone", () => {
+    const still = decideTeardown(stopping, loop(), { terminate: { ok: true }, status: { ok: true, status: status("running") } }, at(1000), settings);
+    expect(still.patch.status).toBeUndefined();
+    expect(still.nextAlarmAt).toBe(at(1005));
+    expect(still.loop.terminateSentAt).toBe(at(1000));
+    const failedRead = decideTeardown(stopping, loop(), { status: { ok: false, error: "HTTP 502" } }, at(1005), settings);
+    expect(failedRead.patch.status).toBeUndefined();
+    const unknown = decideTeardown(stopping, loop(), { status: { ok: true, status: status("unknown") } }, at(1005), settings);
+    expect(unknown.patch.status).toBeUndefined();
+    const noRead = decideTeardown(stopping, loop(), { terminate: { ok: true } }, at(1005), settings);
+    expect(noRead.patch.status).toBeUndefined();
+    const gone = decideTeardown(stopping, loop(), { status: { ok: true, status: status("gone") } }, at(1010), settings);
+    expect(gone.patch).toMatchObject({ status: "stopped", stopped_at: iso(1010), teardown_verified_at: iso(1010) });
+    expect(gone.nextAlarmAt).toBeNull();
+  });
+
+  it("flags an unverified teardown after 10 minutes, slows down, and clears the flag once verified", () => {
+    const late = decideTeardown(stopping, loop(), { status: { ok: false, error: "HTTP 500" } }, at(1000 + 600), settings);
+    expect(late.patch.error).toBe("teardown_unverified");
+    expect(late.events.map((e) => e.kind)).toContain("teardown_unverified");
+    expect(late.nextAlarmAt).toBe(at(1600 + 60));
+    const again = decideTeardown({ ...stopping, error: "teardown_unverified" }, late.loop, { status: { ok: false, error: "HTTP 500" } }, at(1700), settings);
+    expect(again.events.map((e) => e.kind)).not.toContain("teardown_unverified");
+    const gone = decideTeardown({ ...stopping, error: "teardown_unverified" }, late.loop, { status: { ok: true, status: status("gone") } }, at(1800), settings);
+    expect(gone.patch).toMatchObject({ status: "stopped", error: null });
+  });
+
+  it("with no machine recorded: a clean listing without the label is conclusive only after the rent window", () => {
+    const noRef = { ...stopping, provider_ref: null, created_at: iso(900) };
+    const early = decideTeardown(noRef, loop(), { lookup: { ok: true, machine: null } }, at(960), settings);
+    expect(early.patch.status).toBeUndefined();
+    const later = decideTeardown(noRef, loop(), { lookup: { ok: true, machine: null } }, at(900 + 120), settings);
+    expect(later.patch.status).toBe("stopped");
+    const found = decideTeardown(
+      noRef,
+      loop(),
+      { lookup: { ok: true, machine: { ref: "pod9", label: noRef.label, state: "running", created_at: null, price_per_hour: null } }, terminate: { ok: true } },
+      at(960),
+      settings,
+    );
+    expect(found.patch.provider_ref).toBe("pod9");
+    const failed = decideTeardown(noRef, loop(), { lookup: { ok: false, error: "listing failed" } }, at(2000), settings);
+    expect(failed.patch.status).toBeUndefined();
+  });
+});
