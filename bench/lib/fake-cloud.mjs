@@ -40,6 +40,7 @@ async function toWebRequest(req, url) {
  * answer is delayed by delay_ms (the "provider answers after D ms" of the offers bench).
  */
 export function serveFake(fake, port, rewrite, state = { delayMs: 0, calls: 0 }) {
+  state.log ??= []; // {at, method, url, body} of every provider request, for benches
   const server = createServer(async (req, res) => {
     try {
       const path = req.url ?? "/";
@@ -55,6 +56,7 @@ export function serveFake(fake, port, rewrite, state = { delayMs: 0, calls: 0 })
       }
       state.calls += 1;
       const request = await toWebRequest(req, rewrite(path));
+      state.log.push({ at: Date.now(), method: request.method, url: request.url, body: await request.clone().text() });
       if (state.delayMs > 0) await new Promise((r) => setTimeout(r, state.delayMs));
       const response = await fake.handle(request);
       res.writeHead(response.status, Object.fromEntries(response.headers));
@@ -73,7 +75,9 @@ export async function startFakeCloud({ basePort = 9301, delayMs = 0, bootMs = 5_
   const runpod = new mod.RunpodFake({ proxyDomain: "proxy.runpod.fake" });
   const vast = new mod.VastFake({ bootMs, lingerMs });
   const vramfarm = new mod.VramfarmFake({ bootMs });
-  for (const fake of [runpod, vast, vramfarm]) {
+  // RunPod keeps boot and linger as quirks; a lingering pod reads RUNNING (the worst case).
+  Object.assign(runpod.quirks, { bootMs, lingerMs, lingerShowsAs: "RUNNING" });
+  for (const fake of [vast, vramfarm]) {
     if (fake.model) {
       fake.model.bootMs = bootMs;
       fake.model.lingerMs = lingerMs;

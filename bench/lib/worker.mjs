@@ -6,10 +6,12 @@ import { join } from "node:path";
 
 export const ADMIN = "bench-admin-token";
 
-export async function startWorker({ port = 8799, vars = [], sim = false } = {}) {
+export async function startWorker({ port = 8911, vars = [], sim = false } = {}) {
+  const taken = await fetch(`http://127.0.0.1:${port}/health`).then(() => true, () => false);
+  if (taken) throw new Error(`port ${port} is already serving: stop that worker first`);
   const persist = mkdtempSync(join(tmpdir(), "gpulease-bench-"));
   const env = { ...process.env, WRANGLER_SEND_METRICS: "false" };
-  const migrate = spawnSync("node_modules/.bin/wrangler", ["d1", "migrations", "apply", "DB", "--local", "--persist-to", persist], { env, encoding: "utf8" });
+  const migrate = spawnSync("node_modules/.bin/wrangler", ["d1", "migrations", "apply", "DB", "--local", "--persist-to", persist], { env, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
   if (migrate.status !== 0) throw new Error(`migrations failed: ${migrate.stderr}`);
   const child = spawn(
     "node_modules/.bin/wrangler",
@@ -24,7 +26,7 @@ export async function startWorker({ port = 8799, vars = [], sim = false } = {}) 
   const base = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 120; i++) {
     try {
-      if ((await fetch(`${base}/health`)).ok) break;
+      if ((await fetch(`${base}/health`, { signal: AbortSignal.timeout(2_000) })).ok) break;
     } catch {}
     await new Promise((r) => setTimeout(r, 500));
     if (i === 119) throw new Error(`worker did not start:\n${log}`);

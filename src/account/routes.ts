@@ -1,3 +1,104 @@
-import { createRouter } from "../router";
+import { createRoute, z } from "@hono/zod-openapi";
+import { requireScope } from "../auth/middleware";
+import { errorResponses } from "../errors";
+import { scrubText } from "../providers/scrub";
+import { CurrencySchema, ProviderNameSchema, providerNames, type ProviderName } from "../providers/types";
+import { bearerSecurity, createRouter } from "../router";
+import type { Services } from "../services";
+import { loadSpend, roundUsd } from "./spend";
 
-export const accountRoutes = createRouter();
+/** A provider's balance read gets this long; a slow one is reported, the others still answer. */
+const BALANCE_TIMEOUT_MS = 8_000;
+
+const ProviderBalanceSchema = z
+  .object({
+    provider: ProviderNameSchema,
+    configured: z.boolean(),
+    balance: z.number().nullable(),
+    currency: CurrencySchema.nullable(),
+    error: z.string().nullable().openapi({ description: "why the balance could not be read" }),
+  })
+  .openapi("ProviderBalance");
+type ProviderBalance = z.infer<typeof ProviderBalanceSchema>;
+
+const AccountSchema = z
+  .object({
+    providers: z.array(ProviderBalanceSchema),
+    spend: z
+      .object({
+        today: z.number(),
+        month: z.number(),
+        currency: z.literal("USD"),
+        committed_today: z.number().openapi({ description: "spent today plus what active leases may still cost by their caps" }),
+        committed_month: z.number(),
+      })
+      .openapi({ description: "UTC day and month; a lease running across midnight counts pro rata" }),
+    budget: z.object({ daily: z.number().nullable(), monthly: z.number().nullable() }),
+    active_leases: z.number().int(),
+    limits: z.object({ max_active_leases: z.number().int() }),
+    unverified_teardowns: z
+      .array(z.string())
+      .openapi({ description: "leases whose teardown has not been verified after its window: check them at the provider" }),
+  })
+  .openapi("Account");
+
+const accountRoute = createRoute({
+  method: "get",
+  path: "/account",
+  tags: ["account"],
+  summary: "Spend, budget and provider balances",
+  security: bearerSecurity,
+  middleware: [requireScope("read")] as const,
+  responses: {
+    200: { description: "The account.", content: { "application/json": { schema: AccountSchema } } },
+    ...errorResponses("forbidden"),
+  },
+});
+
+async function balanceOf(services: Services, name: ProviderName): Promise<ProviderBalance> {
+  const entry: ProviderBalance = { provider: name, configured: false, balance: null, currency: null, error: null };
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  try {
+    const provider = services.providers.get(name);
+    if (!provider) return entry;
+    entry.configured = true;
+    entry.currency = provider.currency;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no balance within ${BALANCE_TIMEOUT_MS / 1000} s`)), BALANCE_TIMEOUT_MS);
+    });
+    const balance = await Promise.race([provider.balance(), timeout]);
+    return { ...entry, balance: balance.amount, currency: balance.currency };
+  } catch (error) {
+    const s = services.config.secrets;
+    const text = error instanceof Error ? error.message : String(error);
+    return { ...entry, error: scrubText(text || "balance failed", [s.runpodApiKey, s.vastApiKey, s.vramfarmToken, s.adminToken]) };
+  } finally {
+    if (timer !== undefined) clearTimeout(timer);
+  }
+}
+
+export const accountRoutes = createRouter().openapi(accountRoute, async (c) => {
+  const services = c.get("services");
+  const now = services.clock();
+  const [balances, spend] = await Promise.all([
+    Promise.all(providerNames.map((name) => balanceOf(services, name))),
+    loadSpend(services.db, now, services.config.eurUsd),
+  ]);
+  return c.json(
+    {
+      providers: balances,
+      spend: {
+        today: roundUsd(spend.today),
+        month: roundUsd(spend.month),
+        currency: "USD" as const,
+        committed_today: roundUsd(spend.committedToday),
+        committed_month: roundUsd(spend.committedMonth),
+      },
+      budget: { daily: services.config.budgetDailyUsd, monthly: services.config.budgetMonthlyUsd },
+      active_leases: spend.activeLeases.length,
+      limits: { max_active_leases: services.config.maxActiveLeases },
+      unverified_teardowns: spend.activeLeases.filter((l) => l.status === "stopping" && l.error === "teardown_unverified").map((l) => l.id),
+    },
+    200,
+  );
+});

@@ -214,11 +214,13 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
     },
 
     /**
-     * Always null: VRAMfarm has no labels. An ambiguous create that rent() could not match to a
-     * server stays unresolved; the caller must treat it as unknown and compare ids (listOwn).
+     * Always throws: VRAMfarm has no labels, so "no machine with this label" can never be known.
+     * Answering null would let an ambiguous create that rent() could not match read as "nothing
+     * was created" and leak a billed server nobody tracks; an error keeps the lease in teardown,
+     * flagged and visible, instead.
      */
     async findByLabel(_label: string): Promise<OwnMachine | null> {
-      return null;
+      throw http.error("api", "VRAMfarm has no labels: a server cannot be looked up by label");
     },
 
     /** Only servers whose id gpulease recorded: an unknown id may be the user's own batch job. */

@@ -1,4 +1,207 @@
+import { checkBudget } from "../account/budget";
+import { breachText } from "../account/enforce";
+import { spentUsd } from "../account/spend";
+import { keeperFor } from "../keeper/client";
+import type { LeaseRow } from "../leases/ledger";
+import { iso } from "../lib/time";
+import type { ProviderName } from "../providers/types";
 import type { Services } from "../services";
+import { mapLimit, stopViaKeeper } from "./keepers";
+import { listOwnMachines, safeMessage, type Listing } from "./listings";
+import { diffListing, leaseIdFromLabel, overdue, type PlannedAction } from "./plan";
+import { recordRunStatements, type ReaperAction, type ReaperProvider, type ReaperRun } from "./runs";
+import { adoptStatement, eventStatement, loadLedgerView, loadLeasesByIds, reopenStatement, type LedgerView } from "./store";
 
-/** Cron `*\/10 * * * *`: finds and kills machines that slipped through. */
-export async function runReaper(_services: Services): Promise<void> {}
+/** The keeper gets this long past a cap before the reaper stops the lease itself. */
+const OVERDUE_SLACK_MS = 5 * 60_000;
+const KEEPER_CONCURRENCY = 5;
+
+/**
+ * Cron `*\/10 * * * *`: finds and kills machines that slipped through. One own-machine listing
+ * per provider, diffed with the ledger; a handful of D1 round trips whatever the ledger's size.
+ * Every run is recorded; in REAPER_MODE=report it only records what it would do.
+ */
+export async function runReaper(services: Services): Promise<ReaperRun> {
+  const now = services.clock();
+  const { db, config } = services;
+  const ledger = await loadLedgerView(db, now);
+  const listings = await listOwnMachines(services, { vramfarm: [...ledger.vramfarmRefs.keys()] });
+  const leasesById = await leasesNamedBy(services, listings, ledger);
+
+  const providers: ReaperProvider[] = [];
+  const planned: PlannedAction[] = [];
+  for (const listing of listings) {
+    if (!listing.ok) {
+      providers.push({ provider: listing.provider.name, listed: null, error: listing.error });
+      continue;
+    }
+    const diff = diffListing({
+      provider: listing.provider.name,
+      prefix: config.labelPrefix,
+      machines: listing.machines,
+      leasesById,
+      leasesByRef: refsOf(listing.provider.name, leasesById),
+      activeLeases: ledger.active,
+      now,
+      graceMs: config.reaperGraceMin * 60_000,
+    });
+    providers.push({ provider: listing.provider.name, listed: listing.machines.length, ignored: diff.ignored, error: null });
+    planned.push(...diff.actions);
+  }
+
+  const stopping = new Set<string>();
+  for (const lease of ledger.active) {
+    const action = overdue(lease, {
+      now,
+      slackMs: OVERDUE_SLACK_MS,
+      startTimeoutMs: config.startTimeoutMin * 60_000,
+      spentUsd: (l) => spentUsd(l, now, config.eurUsd),
+    });
+    if (action) {
+      planned.push(action);
+      stopping.add(lease.id);
+    }
+  }
+  planned.push(...(await budgetActions(services, stopping)));
+
+  const mode = config.reaperMode;
+  let actions: ReaperAction[];
+  if (mode === "report") {
+    actions = planned.map((a) => toRecord(a, "reported", `would: ${a.detail}`));
+  } else {
+    actions = await perform(services, planned, now);
+    actions.push(...(await rearm(services, ledger.active, new Set(planned.map((a) => a.lease_id)))));
+  }
+
+  const run: ReaperRun = { at: iso(now), mode, providers, actions };
+  const events = mode === "enforce" ? actions.map((a) => eventStatement(db, a.lease_id, iso(now), `reaper_${a.kind}`, outcomeText(a))) : [];
+  await db.batch([...events, ...recordRunStatements(db, run, now)]);
+  return run;
+}
+
+/**
+ * The ledger rows the listings name: the active leases, plus (one batch) every lease a listed
+ * label names and every VRAMfarm lease whose ref was listed.
+ */
+export async function leasesNamedBy(services: Services, listings: readonly Listing[], ledger: LedgerView): Promise<Map<string, LeaseRow>> {
+  const prefix = services.config.labelPrefix;
+  const leasesById = new Map(ledger.active.map((l) => [l.id, l] as const));
+  const wanted: string[] = [];
+  for (const listing of listings) {
+    if (!listing.ok) continue;
+    for (const machine of listing.machines) {
+      const id = leaseIdFromLabel(machine.label, prefix) ?? (listing.provider.name === "vramfarm" ? ledger.vramfarmRefs.get(machine.ref) : undefined);
+      if (id && !leasesById.has(id)) wanted.push(id);
+    }
+  }
+  for (const row of await loadLeasesByIds(services.db, wanted)) leasesById.set(row.id, row);
+  return leasesById;
+}
+
+/**
+ * A provider's leases by machine ref, for VRAMfarm only: its servers carry no label. Elsewhere a
+ * machine is ours by its label alone, so an unlabelled one is never touched.
+ */
+export function refsOf(provider: ProviderName, leasesById: ReadonlyMap<string, LeaseRow>): Map<string, LeaseRow> {
+  const byRef = new Map<string, LeaseRow>();
+  if (provider !== "vramfarm") return byRef;
+  for (const lease of leasesById.values()) if (lease.provider === provider && lease.provider_ref) byRef.set(lease.provider_ref, lease);
+  return byRef;
+}
+
+/** Actual spend at the budget: every active lease not already being stopped stops with `budget`. */
+async function budgetActions(services: Services, alreadyStopping: ReadonlySet<string>): Promise<PlannedAction[]> {
+  if (services.config.budgetDailyUsd === null && services.config.budgetMonthlyUsd === null) return [];
+  const { spend, breach } = await checkBudget(services);
+  if (!breach) return [];
+  return spend.activeLeases
+    .filter((l) => (l.status === "provisioning" || l.status === "running") && !alreadyStopping.has(l.id))
+    .map((l) => ({
+      kind: "budget_stop" as const,
+      provider: l.provider,
+      provider_ref: l.provider_ref,
+      lease_id: l.id,
+      reason: "budget" as const,
+      detail: `${breachText(breach)}: stopped`,
+    }));
+}
+
+/** Writes the adoptions and reopenings in one batch, then hands each lease to its keeper. */
+export async function perform(services: Services, planned: readonly PlannedAction[], now: number): Promise<ReaperAction[]> {
+  const { db, env } = services;
+  const writes = planned.filter((a) => a.kind === "adopt" || a.kind === "reopen");
+  const written = new Map<PlannedAction, boolean>();
+  if (writes.length > 0) {
+    const statements = writes.map((a) =>
+      a.kind === "adopt" && a.machine && a.provider
+        ? adoptStatement(db, {
+            leaseId: a.lease_id,
+            provider: a.provider,
+            currency: services.providers.get(a.provider)?.currency ?? "USD",
+            machine: a.machine,
+            now: iso(now),
+          })
+        : reopenStatement(db, a.lease_id, a.provider as ProviderName, a.provider_ref as string, iso(now)),
+    );
+    const results = await db.batch(statements);
+    writes.forEach((a, i) => written.set(a, (results[i]?.meta.changes ?? 0) > 0));
+  }
+
+  return mapLimit(planned, KEEPER_CONCURRENCY, async (action): Promise<ReaperAction> => {
+    try {
+      switch (action.kind) {
+        case "adopt":
+        case "reopen":
+          if (!written.get(action)) return toRecord(action, "done", `${action.detail} (already handled by another run)`);
+          await keeperFor(env, action.lease_id).start(action.lease_id);
+          return toRecord(action, "done", action.detail);
+        case "reconcile":
+        case "rearm":
+          await keeperFor(env, action.lease_id).ensureAlarm();
+          return toRecord(action, "done", action.detail);
+        case "stop_overdue":
+        case "budget_stop":
+        case "stop_all": {
+          const { already } = await stopViaKeeper(env, action.lease_id, action.reason ?? "requested", action.detail);
+          return toRecord(action, "done", already ? `${action.detail} (was already stopping)` : action.detail);
+        }
+      }
+    } catch (error) {
+      return toRecord(action, "failed", `${action.detail} — failed: ${safeMessage(services, error)}`);
+    }
+  });
+}
+
+/**
+ * Every active lease the run did not act on gets its keeper's alarm checked: an alarm that
+ * was dropped (retries exhausted, a lost write) is set again. Bounded by MAX_ACTIVE_LEASES.
+ */
+async function rearm(services: Services, active: readonly LeaseRow[], handled: ReadonlySet<string>): Promise<ReaperAction[]> {
+  const targets = active.filter((l) => !handled.has(l.id));
+  const results = await mapLimit(targets, KEEPER_CONCURRENCY, async (lease): Promise<ReaperAction | null> => {
+    const base: PlannedAction = {
+      kind: "rearm",
+      provider: lease.provider,
+      provider_ref: lease.provider_ref,
+      lease_id: lease.id,
+      detail: "the keeper had no alarm set: re-armed",
+    };
+    try {
+      const { rearmed } = await keeperFor(services.env, lease.id).ensureAlarm();
+      return rearmed ? toRecord(base, "done", base.detail) : null;
+    } catch (error) {
+      return toRecord(base, "failed", `checking the keeper's alarm failed: ${safeMessage(services, error)}`);
+    }
+  });
+  return results.filter((a): a is ReaperAction => a !== null);
+}
+
+export function toRecord(action: PlannedAction, outcome: ReaperAction["outcome"], detail: string): ReaperAction {
+  return { kind: action.kind, provider: action.provider, provider_ref: action.provider_ref, lease_id: action.lease_id, detail, outcome };
+}
+
+function outcomeText(action: ReaperAction): string {
+  const where = action.provider && action.provider_ref ? ` [${action.provider} ${action.provider_ref}]` : "";
+  return `${action.detail}${where}`;
+}
+

@@ -1,4 +1,183 @@
+import { enforceBudget } from "../account/enforce";
+import { ApiError } from "../errors";
+import { createLease } from "../leases/create";
+import { appendEvent } from "../leases/ledger";
+import { iso, ms } from "../lib/time";
 import type { Services } from "../services";
+import { cronFor } from "./cron";
+import { checkOffers } from "./expected";
+import { nextRetryAt, planDue, RETRY_WINDOW_MS } from "./plan";
+import {
+  activeLeaseOf,
+  advanceStatement,
+  claimRetry,
+  expireRetry,
+  finishRun,
+  insertRunStatement,
+  listDueSchedules,
+  listRetryingRuns,
+  type ScheduleRow,
+} from "./store";
 
-/** Cron `* * * * *`: starts every schedule whose next run is due. */
-export async function runDispatcher(_services: Services, _scheduledTime: number): Promise<void> {}
+/** Where a cron-started lease's call-back points when neither PUBLIC_URL nor the schedule knows. */
+const FALLBACK_ORIGIN = "http://localhost:8787";
+
+export interface DispatchSummary {
+  started: string[];
+  skipped: number;
+  retrying: number;
+  budgetStopped: string[];
+}
+
+/**
+ * Cron `* * * * *`: stops everything when actual spend has reached the budget, then starts
+ * every schedule whose next run is due — exactly one lease per schedule and due time: the
+ * (schedule_id, due_at) primary key of schedule_runs admits one claimer, however often the
+ * cron fires or however many invocations overlap — and tries runs waiting for capacity again.
+ */
+export async function runDispatcher(services: Services, scheduledTime: number): Promise<DispatchSummary> {
+  // A cron event retried late is judged at the time it really runs.
+  const now = Math.max(scheduledTime, services.clock());
+  const summary: DispatchSummary = { started: [], skipped: 0, retrying: 0, budgetStopped: [] };
+
+  const budget = await enforceBudget(services);
+  summary.budgetStopped = budget.stopped;
+
+  for (const schedule of await listDueSchedules(services.db, now)) {
+    try {
+      await dispatchDue(services, schedule, now, summary);
+    } catch (error) {
+      // One broken schedule must not hold up the others; its next_run_at has moved on already.
+      console.error(`dispatcher: schedule ${schedule.id}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+  for (const { run, schedule } of await listRetryingRuns(services.db)) {
+    try {
+      await retry(services, schedule, run.due_at, ms(run.updated_at), now, summary);
+    } catch (error) {
+      console.error(`dispatcher: retry of ${schedule.id} at ${run.due_at}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+  return summary;
+}
+
+async function dispatchDue(services: Services, schedule: ScheduleRow, now: number, summary: DispatchSummary): Promise<void> {
+  const { db } = services;
+  const dueIso = schedule.next_run_at as string;
+  const plan = planDue(cronFor(schedule.cron, schedule.timezone), ms(dueIso), now);
+  const at = iso(now);
+  const statements = plan.skips.map((skip) =>
+    insertRunStatement(db, { scheduleId: schedule.id, dueAt: iso(skip.dueAt), status: "skipped", detail: skip.detail, now: at }),
+  );
+  const claimIndex = statements.length;
+  if (plan.start !== null) {
+    statements.push(insertRunStatement(db, { scheduleId: schedule.id, dueAt: iso(plan.start), status: "claimed", detail: null, now: at }));
+  }
+  statements.push(advanceStatement(db, schedule.id, dueIso, plan.next === null ? null : iso(plan.next), at));
+  // One transaction: the claim and the move of next_run_at happen together or not at all.
+  const results = await db.batch(statements);
+  summary.skipped += plan.skips.length;
+  if (plan.start === null) return;
+  // INSERT OR IGNORE wrote nothing: another invocation owns this due time.
+  if ((results[claimIndex]?.meta.changes ?? 0) === 0) return;
+  await attempt(services, schedule, iso(plan.start), now, summary);
+}
+
+async function retry(services: Services, schedule: ScheduleRow, dueIso: string, lastAttemptAt: number, now: number, summary: DispatchSummary): Promise<void> {
+  const dueAt = ms(dueIso);
+  const retryAt = nextRetryAt(dueAt, lastAttemptAt);
+  if (retryAt === null) {
+    const detail = `gave up: no capacity within the ${RETRY_WINDOW_MS / 60_000}-minute retry window`;
+    await expireRetry(services.db, schedule.id, dueIso, detail, iso(now));
+    summary.skipped++;
+    return;
+  }
+  if (now < retryAt) return;
+  if (!(await claimRetry(services.db, schedule.id, dueIso, iso(now)))) return;
+  await attempt(services, schedule, dueIso, now, summary);
+}
+
+/** One rental attempt for a claimed run; records how it ended. */
+async function attempt(services: Services, schedule: ScheduleRow, dueIso: string, now: number, summary: DispatchSummary): Promise<void> {
+  const { db } = services;
+  const at = iso(now);
+  const finish = (status: "started" | "skipped" | "retrying" | "failed", detail: string | null, leaseId: string | null, attempted: boolean) =>
+    finishRun(db, { scheduleId: schedule.id, dueAt: dueIso, status, leaseId, detail, attempted, now: at });
+
+  const previous = await activeLeaseOf(db, schedule.id);
+  if (previous) {
+    const detail = `skipped: the previous lease ${previous} is still active`;
+    await finish("skipped", detail, null, false);
+    await appendEvent(db, previous, at, { kind: "schedule_run_skipped", detail: `run due ${dueIso} skipped: this lease is still active` });
+    summary.skipped++;
+    return;
+  }
+
+  const offers = await checkOffers(services, schedule.lease_spec);
+  if (offers.kind === "none") {
+    const price = schedule.lease_spec.max_price !== undefined ? ` under max_price ${schedule.lease_spec.max_price} USD/h` : "";
+    await finish("skipped", `skipped: no offer matches the lease${price}`, null, false);
+    summary.skipped++;
+    return;
+  }
+
+  const attemptNo = await attemptsSoFar(db, schedule.id, dueIso);
+  try {
+    const { lease } = await createLease(services, schedule.lease_spec, {
+      // The claim already makes the run unique; the key keeps a repeated attempt from renting twice.
+      idempotencyKey: `schedule:${schedule.id}:${dueIso}#${attemptNo + 1}`,
+      scheduleId: schedule.id,
+      tokenId: null,
+      origin: services.config.publicUrl ?? schedule.origin ?? FALLBACK_ORIGIN,
+    });
+    await finish("started", null, lease.id, true);
+    await appendEvent(db, lease.id, at, { kind: "schedule_run", detail: `started by schedule ${schedule.id} for the run due ${dueIso}` });
+    summary.started.push(lease.id);
+  } catch (error) {
+    const outcome = classify(error, offers.kind === "unknown");
+    const canRetry = nextRetryAt(ms(dueIso), now) !== null;
+    if (outcome.retry && canRetry) {
+      await finish("retrying", `retrying: ${outcome.detail}`, outcome.leaseId, true);
+      summary.retrying++;
+    } else {
+      await finish(outcome.retry ? "skipped" : outcome.status, outcome.retry ? `gave up: ${outcome.detail}` : outcome.detail, outcome.leaseId, true);
+      summary.skipped++;
+    }
+  }
+}
+
+interface Classified {
+  retry: boolean;
+  status: "skipped" | "failed";
+  detail: string;
+  leaseId: string | null;
+}
+
+/** What a refused rental means for the run: try again later, skip it, or record a failure. */
+function classify(error: unknown, listingFailed: boolean): Classified {
+  if (error instanceof ApiError) {
+    const leaseId = error.detail.lease_id ?? null;
+    switch (error.code) {
+      case "no_capacity":
+        // Without a lease row no offer was even tried: none matched, or a listing failed.
+        return { retry: leaseId !== null || listingFailed, status: "skipped", detail: `no capacity: ${error.message}`, leaseId };
+      case "limit_reached":
+        return { retry: true, status: "skipped", detail: error.message, leaseId };
+      case "budget_exceeded":
+        return { retry: false, status: "skipped", detail: `budget: ${error.message}`, leaseId };
+      case "provider_error":
+        return { retry: true, status: "failed", detail: error.message, leaseId };
+      default:
+        return { retry: false, status: "failed", detail: `${error.code}: ${error.message}`, leaseId };
+    }
+  }
+  return { retry: true, status: "failed", detail: `unexpected: ${error instanceof Error ? error.message : String(error)}`, leaseId: null };
+}
+
+async function attemptsSoFar(db: D1Database, scheduleId: string, dueIso: string): Promise<number> {
+  const row = await db
+    .prepare("SELECT attempts FROM schedule_runs WHERE schedule_id = ? AND due_at = ?")
+    .bind(scheduleId, dueIso)
+    .first<{ attempts: number }>();
+  return row?.attempts ?? 0;
+}

@@ -329,9 +329,9 @@ describe("vramfarm own machines and account", () => {
     await providerError(farm.listOwn("gpulease-", ["4101"]));
   });
 
-  it("has no labels: findByLabel is always null; no Ollama", async () => {
+  it("has no labels: findByLabel refuses rather than answer 'no machine'; no Ollama", async () => {
     const ref = await rented();
-    expect(await farm.findByLabel("gpulease-lse01")).toBeNull();
+    await providerError(farm.findByLabel("gpulease-lse01"));
     now += 6 * MINUTE;
     expect(await farm.ollamaReady(ref, await farm.status(ref))).toBe(false);
   });

@@ -1,0 +1,53 @@
+import { scrubText } from "../providers/scrub";
+import type { OwnMachine, Provider, ProviderName } from "../providers/types";
+import type { Services } from "../services";
+
+/** One provider's paged own-machine listing gets this long in total. */
+const LISTING_TIMEOUT_MS = 25_000;
+
+export type Listing =
+  | { provider: Provider; ok: true; machines: OwnMachine[] }
+  | { provider: Provider; ok: false; error: string };
+
+/**
+ * Every configured provider's own machines, listed concurrently: one listOwn per provider
+ * (the adapter pages to the end), so provider calls never grow with the ledger. A provider
+ * that fails, times out or answers something unparseable is reported, never read as "none".
+ */
+export async function listOwnMachines(services: Services, knownRefs: Partial<Record<ProviderName, string[]>>): Promise<Listing[]> {
+  let providers: Provider[];
+  try {
+    providers = services.providers.configured();
+  } catch (error) {
+    console.error(`reaper: providers could not be built: ${safeMessage(services, error)}`);
+    return [];
+  }
+  return Promise.all(
+    providers.map(async (provider): Promise<Listing> => {
+      try {
+        const machines = await withTimeout(provider.listOwn(services.config.labelPrefix, knownRefs[provider.name] ?? []), LISTING_TIMEOUT_MS);
+        return { provider, ok: true, machines };
+      } catch (error) {
+        return { provider, ok: false, error: safeMessage(services, error) };
+      }
+    }),
+  );
+}
+
+export function safeMessage(services: Services, error: unknown): string {
+  const s = services.config.secrets;
+  const text = error instanceof Error ? error.message : String(error);
+  return scrubText(text || "failed", [s.runpodApiKey, s.vastApiKey, s.vramfarmToken, s.adminToken]);
+}
+
+async function withTimeout<T>(work: Promise<T>, timeoutMs: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`listing took longer than ${timeoutMs / 1000} s`)), timeoutMs);
+  });
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    if (timer !== undefined) clearTimeout(timer);
+  }
+}

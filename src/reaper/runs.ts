@@ -1,0 +1,66 @@
+import { z } from "@hono/zod-openapi";
+import { ProviderNameSchema } from "../providers/types";
+import { actionKinds } from "./plan";
+
+export const ReaperProviderSchema = z
+  .object({
+    provider: ProviderNameSchema,
+    listed: z.number().int().nullable().openapi({ description: "machines in its own listing; null when the listing failed" }),
+    ignored: z.number().int().optional().openapi({ description: "listed machines left alone: not ours (no label of ours) or already gone" }),
+    error: z.string().nullable().openapi({ description: "why the listing failed: this provider was skipped, nothing concluded" }),
+  })
+  .openapi("ReaperProvider");
+export type ReaperProvider = z.infer<typeof ReaperProviderSchema>;
+
+export const ReaperActionSchema = z
+  .object({
+    kind: z.enum(actionKinds),
+    provider: ProviderNameSchema.nullable(),
+    provider_ref: z.string().nullable(),
+    lease_id: z.string(),
+    detail: z.string(),
+    outcome: z
+      .enum(["done", "reported", "failed"])
+      .openapi({ description: "reported: REAPER_MODE=report, nothing was done" }),
+  })
+  .openapi("ReaperAction");
+export type ReaperAction = z.infer<typeof ReaperActionSchema>;
+
+export const ReaperRunSchema = z
+  .object({
+    at: z.string(),
+    mode: z.enum(["enforce", "report"]),
+    providers: z.array(ReaperProviderSchema),
+    actions: z.array(ReaperActionSchema),
+  })
+  .openapi("ReaperRun");
+export type ReaperRun = z.infer<typeof ReaperRunSchema>;
+
+/** Runs are kept this long. */
+const KEEP_RUNS_MS = 30 * 24 * 3_600_000;
+
+/** The INSERT of one run (and the pruning of old ones), for the run's closing batch. */
+export function recordRunStatements(db: D1Database, run: ReaperRun, now: number): D1PreparedStatement[] {
+  return [
+    db
+      .prepare("INSERT INTO reaper_runs (at, mode, providers, actions) VALUES (?, ?, ?, ?)")
+      .bind(run.at, run.mode, JSON.stringify(run.providers), JSON.stringify(run.actions)),
+    db.prepare("DELETE FROM reaper_runs WHERE at < ?").bind(new Date(now - KEEP_RUNS_MS).toISOString()),
+  ];
+}
+
+const RunRowSchema = z.object({
+  at: z.string(),
+  mode: z.enum(["enforce", "report"]),
+  providers: z.string().transform((text) => z.array(ReaperProviderSchema).parse(JSON.parse(text))),
+  actions: z.string().transform((text) => z.array(ReaperActionSchema).parse(JSON.parse(text))),
+});
+
+/** The newest runs first. */
+export async function listReaperRuns(db: D1Database, limit: number): Promise<ReaperRun[]> {
+  const { results } = await db
+    .prepare("SELECT at, mode, providers, actions FROM reaper_runs ORDER BY at DESC, id DESC LIMIT ?")
+    .bind(limit)
+    .all();
+  return results.map((row) => RunRowSchema.parse(row));
+}

@@ -1,0 +1,85 @@
+import { iso } from "../lib/time";
+import type { ProviderName } from "../providers/types";
+import type { Services } from "../services";
+import { listOwnMachines } from "./listings";
+import { diffListing, leaseIdFromLabel, type PlannedAction } from "./plan";
+import { leasesNamedBy, perform, refsOf } from "./reaper";
+import { recordRunStatements, type ReaperProvider, type ReaperRun } from "./runs";
+import { eventStatement, loadLedgerView } from "./store";
+
+export interface StopAllResult {
+  ok: true;
+  /** active leases asked to stop */
+  leases: number;
+  /** machines carrying our label (or, at VRAMfarm, a ref the ledger knows) found at the providers, all now being torn down */
+  machines: number;
+  /** providers whose listing failed: their machines could not be found this time */
+  errors: { provider: ProviderName; error: string }[];
+}
+
+/**
+ * The emergency brake: every active lease stops (`requested`), and every machine at any
+ * provider that carries our label is torn down with verification — a machine the ledger does
+ * not know is adopted at once, whatever its age. Recorded as a reaper run.
+ */
+export async function stopAll(services: Services): Promise<StopAllResult> {
+  const now = services.clock();
+  const { db, config } = services;
+  const ledger = await loadLedgerView(db, now);
+  const listings = await listOwnMachines(services, { vramfarm: [...ledger.vramfarmRefs.keys()] });
+  const leasesById = await leasesNamedBy(services, listings, ledger);
+
+  const planned: PlannedAction[] = [];
+  const providers: ReaperProvider[] = [];
+  const errors: StopAllResult["errors"] = [];
+  let machines = 0;
+  for (const listing of listings) {
+    const provider = listing.provider.name;
+    if (!listing.ok) {
+      providers.push({ provider, listed: null, error: listing.error });
+      errors.push({ provider, error: listing.error });
+      continue;
+    }
+    const byRef = refsOf(provider, leasesById);
+    const diff = diffListing({
+      provider,
+      prefix: config.labelPrefix,
+      machines: listing.machines,
+      leasesById,
+      leasesByRef: byRef,
+      activeLeases: [],
+      now,
+      graceMs: 0,
+    });
+    machines += listing.machines.filter(
+      (m) => m.state !== "gone" && (leaseIdFromLabel(m.label, config.labelPrefix) !== null || byRef.has(m.ref)),
+    ).length;
+    providers.push({ provider, listed: listing.machines.length, ignored: diff.ignored, error: null });
+    planned.push(...diff.actions);
+  }
+
+  const active = ledger.active.filter((l) => l.status === "provisioning" || l.status === "running");
+  for (const lease of active) {
+    planned.push({
+      kind: "stop_all",
+      provider: lease.provider,
+      provider_ref: lease.provider_ref,
+      lease_id: lease.id,
+      reason: "requested",
+      detail: "stop-all: stopped",
+    });
+  }
+
+  const actions = await perform(services, planned, now);
+  const run: ReaperRun = { at: iso(now), mode: "enforce", providers, actions };
+  await db.batch([
+    ...actions.map((a) => eventStatement(db, a.lease_id, iso(now), `reaper_${a.kind}`, a.detail)),
+    ...recordRunStatements(db, run, now),
+  ]);
+  return {
+    ok: true,
+    leases: actions.filter((a) => a.kind === "stop_all" && a.outcome === "done").length,
+    machines,
+    errors,
+  };
+}

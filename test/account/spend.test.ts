@@ -1,0 +1,63 @@
+import { describe, expect, it } from "vitest";
+import { budgetBreach } from "../../src/account/budget";
+import { dayStart, monthStart, shareSince, summariseSpend } from "../../src/account/spend";
+import type { LeaseRow } from "../../src/leases/ledger";
+
+const t = (text: string) => Date.parse(text);
+
+function lease(over: Partial<LeaseRow>): LeaseRow {
+  return {
+    id: "lse_x", name: null, status: "stopped", provider: "runpod", provider_ref: "p", label: "gpulease-lse_x",
+    offer_id: null, gpu: null, gpu_count: 1, vram_gb: 24, price_per_hour: 1, currency: "USD", template: "custom",
+    spec: { image: "x", cmd: null, env: {}, ports: [], disk_gb: 40, weights_gb: 0, context_length: null, min_billed_minutes: 0 },
+    max_minutes: 60, max_cost: null, expected_cost: null, cost: 0, access: null, error: null, stop_reason: null,
+    exit_code: null, schedule_id: null, token_id: null, idempotency_key: null, callback_hash: null, attempts: null,
+    created_at: "2031-03-01T00:00:00.000Z", rented_at: null, running_at: null, stop_requested_at: null,
+    stopped_at: null, teardown_verified_at: null, ...over,
+  };
+}
+
+describe("budget periods", () => {
+  it("are the UTC day and the UTC calendar month", () => {
+    expect(new Date(dayStart(t("2031-03-15T23:59:00Z"))).toISOString()).toBe("2031-03-15T00:00:00.000Z");
+    expect(new Date(monthStart(t("2031-03-15T23:59:00Z"))).toISOString()).toBe("2031-03-01T00:00:00.000Z");
+  });
+
+  it("split a lease that runs across midnight pro rata", () => {
+    // 2 USD spent evenly from 23:00 to 01:00: half of it today.
+    expect(shareSince(2, t("2031-03-14T23:00:00Z"), t("2031-03-15T01:00:00Z"), t("2031-03-15T00:00:00Z"))).toBe(1);
+    expect(shareSince(2, t("2031-03-15T02:00:00Z"), t("2031-03-15T03:00:00Z"), t("2031-03-15T00:00:00Z"))).toBe(2);
+    expect(shareSince(2, t("2031-03-14T02:00:00Z"), t("2031-03-14T03:00:00Z"), t("2031-03-15T00:00:00Z"))).toBe(0);
+  });
+});
+
+describe("summariseSpend", () => {
+  const now = t("2031-03-15T01:00:00Z");
+
+  it("adds the database's totals, prorates straddling leases and counts an active lease's remaining worst case", () => {
+    const straddling = lease({ status: "stopped", cost: 2, rented_at: "2031-03-14T23:00:00.000Z", stopped_at: "2031-03-15T01:00:00.000Z" });
+    // Running for 30 min at 1 USD/h (0.5 spent), may cost 3 USD in all.
+    const running = lease({ id: "lse_r", status: "running", rented_at: "2031-03-15T00:30:00.000Z", running_at: "2031-03-15T00:31:00.000Z", expected_cost: 3 });
+    const spend = summariseSpend({ todayUsd: 0.25, monthUsd: 10 }, [straddling, running], now, 1.08);
+    expect(spend.today).toBeCloseTo(0.25 + 1 + 0.5, 6);
+    // The straddling lease began this month: already in the month total.
+    expect(spend.month).toBeCloseTo(10 + 0.5, 6);
+    expect(spend.committedToday).toBeCloseTo(spend.today + 2.5, 6);
+    expect(spend.activeLeases.map((l) => l.id)).toEqual(["lse_r"]);
+  });
+
+  it("converts EUR with EUR_USD", () => {
+    const eur = lease({ status: "running", currency: "EUR", cost: 1, provider: "vramfarm", rented_at: "2031-03-15T00:59:00.000Z", running_at: "2031-03-15T00:59:00.000Z", price_per_hour: 0 });
+    expect(summariseSpend({ todayUsd: 0, monthUsd: 0 }, [eur], now, 1.08).today).toBeCloseTo(1.08, 6);
+  });
+});
+
+describe("budgetBreach", () => {
+  it("refuses strictly over the budget and stops at it", () => {
+    const budget = { daily: 10, monthly: null };
+    expect(budgetBreach(budget, { today: 10, month: 10 }, true)).toBeNull();
+    expect(budgetBreach(budget, { today: 10.01, month: 10 }, true)).toMatchObject({ period: "daily" });
+    expect(budgetBreach(budget, { today: 10, month: 10 }, false)).toMatchObject({ period: "daily" });
+    expect(budgetBreach({ daily: null, monthly: null }, { today: 1e9, month: 1e9 }, false)).toBeNull();
+  });
+});
