@@ -305,7 +305,7 @@ export class SimCloud extends DurableObject<Env> {
       .list()
       .filter((m) => m.offerKey === slug)
       .reduce((sum, m) => sum + m.gpuCount, 0);
-    return Math.max(0, type.stock - used);
+    return Math.max(0, type.stock * (this.#settings.stockScale ?? 1) - used);
   }
 
   #cost(machine: ModelMachine): number {

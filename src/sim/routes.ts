@@ -27,6 +27,7 @@ const ConfigPatchSchema = z
     linger_seconds: seconds.optional().openapi({ description: "a terminated machine still exists this long", example: 8 }),
     ready_seconds: seconds.optional().openapi({ description: "Ollama answers this long after running", example: 10 }),
     credit_usd: z.number().min(0).max(1_000_000).optional().openapi({ description: "the account's credit; spend is subtracted" }),
+    stock_scale: z.number().int().min(1).max(1000).optional().openapi({ description: "multiplies every GPU type's stock", example: 1 }),
     faults: SimFaultsPatchSchema.optional().openapi({
       description: "switch faults on or off; each applies to machines created (or calls made) from now on",
       example: { no_capacity: ["h100-sxm"], ignore_terminates: 2 },
@@ -52,6 +53,7 @@ const ConfigSchema = z
     linger_seconds: z.number(),
     ready_seconds: z.number(),
     credit_usd: z.number(),
+    stock_scale: z.number(),
     faults: FaultsSchema,
   })
   .openapi("SimConfig");
@@ -178,6 +180,7 @@ function configBody(settings: SimSettings): z.infer<typeof ConfigSchema> {
     linger_seconds: settings.lingerSeconds,
     ready_seconds: settings.readySeconds,
     credit_usd: settings.creditUsd,
+    stock_scale: settings.stockScale,
     faults: settings.faults,
   };
 }
@@ -219,6 +222,7 @@ export const simRoutes = createRouter()
       lingerSeconds: body.linger_seconds,
       readySeconds: body.ready_seconds,
       creditUsd: body.credit_usd,
+      stockScale: body.stock_scale,
       faults: body.faults,
     });
     return c.json({ config: configBody(settings) }, 200);

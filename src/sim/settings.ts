@@ -58,6 +58,8 @@ export const SimConfigPatchSchema = z
     readySeconds: seconds,
     /** the account's credit; the balance is this minus what machines have cost */
     creditUsd: z.number().min(0).max(1_000_000),
+    /** multiplies every GPU type's stock (load benches rent hundreds of machines) */
+    stockScale: z.number().int().min(1).max(1000),
     faults: SimFaultsPatchSchema,
   })
   .partial()
@@ -69,6 +71,7 @@ export interface SimSettings {
   lingerSeconds: number;
   readySeconds: number;
   creditUsd: number;
+  stockScale: number;
   faults: SimFaults;
 }
 
@@ -92,6 +95,7 @@ export const DEFAULT_SETTINGS: SimSettings = {
   lingerSeconds: 8,
   readySeconds: 10,
   creditUsd: 100,
+  stockScale: 1,
   faults: NO_FAULTS,
 };
 
@@ -128,6 +132,7 @@ export function applyConfigPatch(current: SimSettings, patch: SimConfigPatch): S
     lingerSeconds: patch.lingerSeconds ?? current.lingerSeconds,
     readySeconds: patch.readySeconds ?? current.readySeconds,
     creditUsd: patch.creditUsd ?? current.creditUsd,
+    stockScale: patch.stockScale ?? current.stockScale ?? 1,
     faults: patch.faults ? normaliseFaults(current.faults, patch.faults) : current.faults,
   };
 }

@@ -102,6 +102,13 @@ describe("offers", () => {
     const rent = await sim.rent({ ...(await offer("4090")), offer_id: "sim:h100-sxm:1" }, spec("gpulease-full"));
     expect(rent).toMatchObject({ ok: false, kind: "no_capacity" });
   });
+
+  it("scales every type's stock for load benches", async () => {
+    await cloud().plant({ label: null, gpu: "h100-sxm", gpu_count: 8 });
+    await cloud().configure({ stockScale: 3 });
+    expect((await sim.listOffers({ gpu: "h100" })).map((o) => o.gpu_count)).toEqual([1, 2, 4, 8]);
+    await cloud().configure({ stockScale: 1 });
+  });
 });
 
 describe("machine lifecycle", () => {

@@ -35,6 +35,7 @@ describe("GET /v1/sim and PUT /v1/sim/config", () => {
         linger_seconds: 8,
         ready_seconds: 10,
         credit_usd: 100,
+        stock_scale: 1,
         faults: {
           no_capacity: false,
           stuck_booting: false,
