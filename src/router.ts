@@ -1,5 +1,4 @@
-import { OpenAPIHono, type Hook } from "@hono/zod-openapi";
-import type { z } from "zod";
+import { OpenAPIHono, type Hook, z } from "@hono/zod-openapi";
 import { ApiError } from "./errors";
 import type { AppEnv } from "./services";
 
@@ -28,3 +27,23 @@ export function createRouter() {
 
 /** The security requirement of every /v1 route in the OpenAPI document. */
 export const bearerSecurity = [{ Bearer: [] }];
+
+/** A JSON response entry of an OpenAPI route. */
+export const jsonResponse = <T extends z.ZodType>(schema: T, description: string) => ({
+  description,
+  content: { "application/json": { schema } },
+});
+
+/** The `{id}` path parameter; `example` shows the id's shape (lse_..., sch_...). */
+export const idParams = (example: string) =>
+  z.object({ id: z.string().openapi({ param: { name: "id", in: "path" }, example }) });
+
+/** The `limit` query parameter of a list route: a whole number from 1 to 200. */
+export const limitQuery = (defaultLimit: number) =>
+  z
+    .string()
+    .regex(/^\d{1,3}$/, "expected a whole number")
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(200))
+    .optional()
+    .openapi({ type: "integer", description: `default ${defaultLimit}, max 200`, example: String(defaultLimit) });

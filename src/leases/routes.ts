@@ -4,7 +4,7 @@ import { streamSSE } from "hono/streaming";
 import { requireScope } from "../auth/middleware";
 import { ApiError, errorResponses } from "../errors";
 import { keeperFor } from "../keeper/client";
-import { bearerSecurity, createRouter } from "../router";
+import { bearerSecurity, createRouter, idParams, jsonResponse, limitQuery } from "../router";
 import type { AppEnv, Services } from "../services";
 import { verifyCallbackToken } from "./callback";
 import { createLease } from "./create";
@@ -18,22 +18,14 @@ const STREAM_POLL_MS = 1_000;
 /** Polls after `stopped` with no new event before the stream ends (the last events may lag). */
 const STREAM_TAIL_POLLS = 2;
 
-const IdParams = z.object({
-  id: z.string().openapi({ param: { name: "id", in: "path" }, example: "lse_01jb3k7q2m9x4v8n6c5t0w1yza" }),
-});
+const IdParams = idParams("lse_01jb3k7q2m9x4v8n6c5t0w1yza");
 
 const ListQuery = z.strictObject({
   status: z
     .enum(["active", ...leaseStatuses])
     .optional()
     .openapi({ description: "`active` = not stopped" }),
-  limit: z
-    .string()
-    .regex(/^\d{1,3}$/, "expected a whole number")
-    .transform(Number)
-    .pipe(z.number().int().min(1).max(200))
-    .optional()
-    .openapi({ type: "integer", description: "default 50, max 200", example: "50" }),
+  limit: limitQuery(50),
   cursor: z.string().max(500).optional().openapi({ description: "next_cursor of the previous page" }),
 });
 
@@ -47,10 +39,6 @@ const EventsQuery = z.strictObject({
 });
 
 const OkSchema = z.object({ ok: z.literal(true), already: z.boolean().optional() }).openapi("Ok");
-const json = <T extends z.ZodType>(schema: T, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
 
 async function leaseOr404(services: Services, leaseId: string): Promise<LeaseRow> {
   const row = LEASE_ID.test(leaseId) ? await getLease(services.db, leaseId) : null;
@@ -74,8 +62,8 @@ const createLeaseRoute = createRoute({
     body: { required: true, content: { "application/json": { schema: LeaseInputSchema } } },
   },
   responses: {
-    202: json(LeaseSchema, "Rented: the lease is provisioning."),
-    200: json(LeaseSchema, "The lease this Idempotency-Key already created."),
+    202: jsonResponse(LeaseSchema, "Rented: the lease is provisioning."),
+    200: jsonResponse(LeaseSchema, "The lease this Idempotency-Key already created."),
     ...errorResponses("forbidden", "budget_exceeded", "no_capacity", "limit_reached", "provider_error"),
   },
 });
@@ -89,7 +77,7 @@ const listLeasesRoute = createRoute({
   middleware: [requireScope("read")] as const,
   request: { query: ListQuery },
   responses: {
-    200: json(z.object({ leases: z.array(LeaseSchema), next_cursor: z.string().nullable() }), "A page of leases."),
+    200: jsonResponse(z.object({ leases: z.array(LeaseSchema), next_cursor: z.string().nullable() }), "A page of leases."),
     ...errorResponses("forbidden"),
   },
 });
@@ -102,7 +90,7 @@ const getLeaseRoute = createRoute({
   security: bearerSecurity,
   middleware: [requireScope("read")] as const,
   request: { params: IdParams },
-  responses: { 200: json(LeaseSchema, "The lease."), ...errorResponses("forbidden", "not_found") },
+  responses: { 200: jsonResponse(LeaseSchema, "The lease."), ...errorResponses("forbidden", "not_found") },
 });
 
 const stopLeaseRoute = createRoute({
@@ -114,7 +102,7 @@ const stopLeaseRoute = createRoute({
   security: bearerSecurity,
   middleware: [requireScope("stop")] as const,
   request: { params: IdParams },
-  responses: { 200: json(OkSchema, "Teardown requested (or already under way)."), ...errorResponses("forbidden", "not_found") },
+  responses: { 200: jsonResponse(OkSchema, "Teardown requested (or already under way)."), ...errorResponses("forbidden", "not_found") },
 });
 
 const eventsRoute = createRoute({
@@ -166,7 +154,7 @@ const doneRoute = createRoute({
       content: { "application/json": { schema: z.strictObject({ exit_code: z.number().int().min(-2147483648).max(2147483647) }) } },
     },
   },
-  responses: { 200: json(OkSchema, "The lease is stopping (or already was)."), ...errorResponses("unauthorized", "not_found") },
+  responses: { 200: jsonResponse(OkSchema, "The lease is stopping (or already was)."), ...errorResponses("unauthorized", "not_found") },
 });
 
 /** Routes behind API-token auth. */

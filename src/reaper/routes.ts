@@ -2,23 +2,13 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { requireScope } from "../auth/middleware";
 import { errorResponses } from "../errors";
 import { ProviderNameSchema } from "../providers/types";
-import { bearerSecurity, createRouter } from "../router";
+import { bearerSecurity, createRouter, jsonResponse, limitQuery } from "../router";
 import { listReaperRuns, ReaperRunSchema } from "./runs";
 import { stopAll } from "./stop-all";
 
-const json = <T extends z.ZodType>(schema: T, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
 
 const RunsQuery = z.strictObject({
-  limit: z
-    .string()
-    .regex(/^\d{1,3}$/, "expected a whole number")
-    .transform(Number)
-    .pipe(z.number().int().min(1).max(200))
-    .optional()
-    .openapi({ type: "integer", description: "default 20, max 200", example: "20" }),
+  limit: limitQuery(20),
 });
 
 const listRunsRoute = createRoute({
@@ -31,7 +21,7 @@ const listRunsRoute = createRoute({
   security: bearerSecurity,
   middleware: [requireScope("read")] as const,
   request: { query: RunsQuery },
-  responses: { 200: json(z.object({ runs: z.array(ReaperRunSchema) }), "The runs."), ...errorResponses("forbidden") },
+  responses: { 200: jsonResponse(z.object({ runs: z.array(ReaperRunSchema) }), "The runs."), ...errorResponses("forbidden") },
 });
 
 const StopAllSchema = z
@@ -54,7 +44,7 @@ const stopAllRoute = createRoute({
     "Stops every active lease and tears down every machine at any provider that carries our label prefix (unknown ones are adopted as leases with stop_reason `reaper`). Teardown is verified as for a single stop.",
   security: bearerSecurity,
   middleware: [requireScope("admin")] as const,
-  responses: { 200: json(StopAllSchema, "Everything is being torn down."), ...errorResponses("forbidden") },
+  responses: { 200: jsonResponse(StopAllSchema, "Everything is being torn down."), ...errorResponses("forbidden") },
 });
 
 export const reaperRoutes = createRouter()

@@ -6,7 +6,7 @@ import { appendEvent } from "../leases/ledger";
 import { LeaseSchema } from "../leases/schema";
 import { newId } from "../lib/ids";
 import { iso } from "../lib/time";
-import { bearerSecurity, createRouter, validationError } from "../router";
+import { bearerSecurity, createRouter, idParams, jsonResponse, limitQuery, validationError } from "../router";
 import type { Services } from "../services";
 import { cronFor } from "./cron";
 import { checkOffers } from "./expected";
@@ -35,14 +35,8 @@ import {
 
 const SCHEDULE_ID = /^sch_[0-9a-z]{22}$/;
 
-const IdParams = z.object({
-  id: z.string().openapi({ param: { name: "id", in: "path" }, example: "sch_01jb3k7q2m9x4v8n6c5t0w1yza" }),
-});
+const IdParams = idParams("sch_01jb3k7q2m9x4v8n6c5t0w1yza");
 
-const json = <T extends z.ZodType>(schema: T, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
 
 /** The first cron run after `now`, as stored in next_run_at (null for a disabled schedule). */
 function nextRunAt(cron: string, timezone: string, enabled: boolean, now: number): string | null {
@@ -77,7 +71,7 @@ const createScheduleRoute = createRoute({
   security: bearerSecurity,
   middleware: [requireScope("admin")] as const,
   request: { body: { required: true, content: { "application/json": { schema: ScheduleInputSchema } } } },
-  responses: { 201: json(ScheduleSchema, "The schedule, with its next_run_at."), ...errorResponses("forbidden") },
+  responses: { 201: jsonResponse(ScheduleSchema, "The schedule, with its next_run_at."), ...errorResponses("forbidden") },
 });
 
 const listSchedulesRoute = createRoute({
@@ -87,7 +81,7 @@ const listSchedulesRoute = createRoute({
   summary: "List schedules",
   security: bearerSecurity,
   middleware: [requireScope("read")] as const,
-  responses: { 200: json(ScheduleListSchema, "Every schedule, oldest first."), ...errorResponses("forbidden") },
+  responses: { 200: jsonResponse(ScheduleListSchema, "Every schedule, oldest first."), ...errorResponses("forbidden") },
 });
 
 const getScheduleRoute = createRoute({
@@ -99,7 +93,7 @@ const getScheduleRoute = createRoute({
   security: bearerSecurity,
   middleware: [requireScope("read")] as const,
   request: { params: IdParams },
-  responses: { 200: json(ScheduleSchema, "The schedule."), ...errorResponses("forbidden", "not_found") },
+  responses: { 200: jsonResponse(ScheduleSchema, "The schedule."), ...errorResponses("forbidden", "not_found") },
 });
 
 const patchScheduleRoute = createRoute({
@@ -114,7 +108,7 @@ const patchScheduleRoute = createRoute({
     params: IdParams,
     body: { required: true, content: { "application/json": { schema: SchedulePatchSchema } } },
   },
-  responses: { 200: json(ScheduleSchema, "The schedule."), ...errorResponses("forbidden", "not_found") },
+  responses: { 200: jsonResponse(ScheduleSchema, "The schedule."), ...errorResponses("forbidden", "not_found") },
 });
 
 const deleteScheduleRoute = createRoute({
@@ -126,7 +120,7 @@ const deleteScheduleRoute = createRoute({
   security: bearerSecurity,
   middleware: [requireScope("admin")] as const,
   request: { params: IdParams },
-  responses: { 200: json(z.object({ ok: z.literal(true) }), "Deleted."), ...errorResponses("forbidden", "not_found") },
+  responses: { 200: jsonResponse(z.object({ ok: z.literal(true) }), "Deleted."), ...errorResponses("forbidden", "not_found") },
 });
 
 const runNowRoute = createRoute({
@@ -144,20 +138,14 @@ const runNowRoute = createRoute({
     }),
   },
   responses: {
-    202: json(LeaseSchema, "Rented: the lease is provisioning."),
-    200: json(LeaseSchema, "The lease this Idempotency-Key already created."),
+    202: jsonResponse(LeaseSchema, "Rented: the lease is provisioning."),
+    200: jsonResponse(LeaseSchema, "The lease this Idempotency-Key already created."),
     ...errorResponses("forbidden", "not_found", "budget_exceeded", "no_capacity", "limit_reached", "provider_error"),
   },
 });
 
 const RunsQuery = z.strictObject({
-  limit: z
-    .string()
-    .regex(/^\d{1,3}$/, "expected a whole number")
-    .transform(Number)
-    .pipe(z.number().int().min(1).max(200))
-    .optional()
-    .openapi({ type: "integer", description: "default 20, max 200", example: "20" }),
+  limit: limitQuery(20),
 });
 
 const listRunsRoute = createRoute({
@@ -169,7 +157,7 @@ const listRunsRoute = createRoute({
   security: bearerSecurity,
   middleware: [requireScope("read")] as const,
   request: { params: IdParams, query: RunsQuery },
-  responses: { 200: json(ScheduleRunListSchema, "The runs."), ...errorResponses("forbidden", "not_found") },
+  responses: { 200: jsonResponse(ScheduleRunListSchema, "The runs."), ...errorResponses("forbidden", "not_found") },
 });
 
 export const scheduleRoutes = createRouter()
