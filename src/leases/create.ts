@@ -4,6 +4,7 @@ import { keeperFor } from "../keeper/client";
 import { randomSecret, sha256Hex } from "../lib/crypto";
 import { newId } from "../lib/ids";
 import { iso } from "../lib/time";
+import type { OffersQuery } from "../offers/schemas";
 import { findOffer, listRankedOffers, type RankedOffer } from "../offers/service";
 import { ProviderError } from "../providers/http";
 import { scrubText } from "../providers/scrub";
@@ -102,6 +103,20 @@ export async function createLease(
   return rent(services, inserted.row, offers, spec);
 }
 
+/** The offers listing a lease body asks for: its filters, the best MAX_RENT_ATTEMPTS of them. */
+export function offersQueryFor(input: LeaseInput): OffersQuery {
+  return {
+    vram_gb: input.vram_gb,
+    weights_gb: input.weights_gb,
+    gpu: input.gpu,
+    gpu_count: input.gpu_count,
+    provider: input.provider ? [input.provider] : undefined,
+    max_price: input.max_price,
+    template: input.template,
+    limit: MAX_RENT_ATTEMPTS,
+  };
+}
+
 /** The offers to try, best first: the one named, or the ranked offers for the filters. */
 async function candidateOffers(services: Services, input: LeaseInput): Promise<RankedOffer[]> {
   const sizing = { vram_gb: input.vram_gb, weights_gb: input.weights_gb };
@@ -124,15 +139,7 @@ async function candidateOffers(services: Services, input: LeaseInput): Promise<R
     }
     return [offer];
   }
-  const listed = await listRankedOffers(services, {
-    ...sizing,
-    gpu: input.gpu,
-    gpu_count: input.gpu_count,
-    provider: input.provider ? [input.provider] : undefined,
-    max_price: input.max_price,
-    template: input.template,
-    limit: MAX_RENT_ATTEMPTS,
-  });
+  const listed = await listRankedOffers(services, offersQueryFor(input));
   if (listed.offers.length === 0) {
     const why = listed.errors.map((e) => `${e.provider}: ${e.error}`).join("; ");
     throw new ApiError("no_capacity", `no offer matches the request${why ? ` (${why})` : ""}`, {

@@ -1,4 +1,4 @@
-import { MAX_RENT_ATTEMPTS, worstCaseUsd } from "../leases/create";
+import { offersQueryFor, worstCaseUsd } from "../leases/create";
 import type { LeaseInput } from "../leases/schema";
 import { findOffer, listRankedOffers, type ProviderFailure, type RankedOffer } from "../offers/service";
 import type { Services } from "../services";
@@ -27,15 +27,7 @@ export async function checkOffers(services: Services, input: LeaseInput): Promis
       return { kind: "unknown", errors: [{ provider, code: "provider_error", error: error instanceof Error ? error.message : String(error) }] };
     }
   } else {
-    const listed = await listRankedOffers(services, {
-      ...sizing,
-      gpu: input.gpu,
-      gpu_count: input.gpu_count,
-      provider: input.provider ? [input.provider] : undefined,
-      max_price: input.max_price,
-      template: input.template,
-      limit: MAX_RENT_ATTEMPTS,
-    });
+    const listed = await listRankedOffers(services, offersQueryFor(input));
     offer = listed.offers[0] ?? null;
     errors = listed.errors.filter((e) => e.code !== "not_configured");
   }
