@@ -18,7 +18,7 @@ const STREAM_POLL_MS = 1_000;
 /** Polls after `stopped` with no new event before the stream ends (the last events may lag). */
 const STREAM_TAIL_POLLS = 2;
 
-const IdParams = idParams("lse_01jb3k7q2m9x4v8n6c5t0w1yza");
+const IdParams = idParams("lse_01jb3k7q2m9x4v8n6c5t0w");
 
 const ListQuery = z.strictObject({
   status: z

@@ -77,7 +77,7 @@ export type LeaseInput = z.infer<typeof LeaseInputSchema>;
 /** The lease object of the API. Money is in `currency`, except max_cost and expected_cost (USD). */
 export const LeaseSchema = z
   .object({
-    id: z.string().openapi({ example: "lse_01jb3k7q2m9x4v8n6c5t0w1yza" }),
+    id: z.string().openapi({ example: "lse_01jb3k7q2m9x4v8n6c5t0w" }),
     name: z.string().nullable(),
     status: LeaseStatusSchema,
     provider: ProviderNameSchema.nullable(),

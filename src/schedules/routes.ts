@@ -35,7 +35,7 @@ import {
 
 const SCHEDULE_ID = /^sch_[0-9a-z]{22}$/;
 
-const IdParams = idParams("sch_01jb3k7q2m9x4v8n6c5t0w1yza");
+const IdParams = idParams("sch_01jb3k7q2m9x4v8n6c5t0w");
 
 
 /** The first cron run after `now`, as stored in next_run_at (null for a disabled schedule). */

@@ -88,7 +88,7 @@ export type ExpectedCost = z.infer<typeof ExpectedCostSchema>;
 
 export const ScheduleSchema = z
   .object({
-    id: z.string().openapi({ example: "sch_01jb3k7q2m9x4v8n6c5t0w1yza" }),
+    id: z.string().openapi({ example: "sch_01jb3k7q2m9x4v8n6c5t0w" }),
     name: z.string(),
     cron: z.string(),
     timezone: z.string(),
