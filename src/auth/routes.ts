@@ -28,7 +28,7 @@ const CreateTokenSchema = z
 
 const TokenSchema = z
   .object({
-    id: z.string().openapi({ example: "tok_01jb3k8x0m4q7r2s5t6v9w0y1z" }),
+    id: z.string().openapi({ example: "tok_01jb3k8x0m4q7r2s5t6v9w" }),
     name: z.string(),
     scopes: z.array(z.enum(scopeValues)),
     created_at: z.string(),

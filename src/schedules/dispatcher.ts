@@ -123,7 +123,7 @@ async function attempt(services: Services, schedule: ScheduleRow, dueIso: string
 
   const attemptNo = await attemptsSoFar(db, schedule.id, dueIso);
   try {
-    const { lease } = await createLease(services, schedule.lease_spec, {
+    const { lease } = await createLease(services, { ...schedule.lease_spec, name: schedule.lease_spec.name ?? schedule.name }, {
       // The claim already makes the run unique; the key keeps a repeated attempt from renting twice.
       idempotencyKey: `schedule:${schedule.id}:${dueIso}#${attemptNo + 1}`,
       scheduleId: schedule.id,

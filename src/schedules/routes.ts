@@ -220,7 +220,7 @@ export const scheduleRoutes = createRouter()
   .openapi(runNowRoute, async (c) => {
     const services = c.get("services");
     const row = await scheduleOr404(services, c.req.valid("param").id);
-    const { lease, created } = await createLease(services, row.lease_spec, {
+    const { lease, created } = await createLease(services, { ...row.lease_spec, name: row.lease_spec.name ?? row.name }, {
       idempotencyKey: c.req.valid("header")["idempotency-key"] ?? null,
       scheduleId: row.id,
       tokenId: c.get("caller").tokenId,

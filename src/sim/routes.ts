@@ -85,7 +85,7 @@ const StateSchema = z
 
 const PlantSchema = z
   .object({
-    label: z.string().trim().min(1).max(200).nullable().openapi({ example: "gpulease-lse_01jb3k8x0m4q7r2s5t6v" }),
+    label: z.string().trim().min(1).max(200).nullable().openapi({ example: "gpulease-lse_01jb3k8x0m4q7r2s5t6v9w" }),
     gpu: z.enum(SIM_GPU_SLUGS).default("rtx-4090"),
     gpu_count: z.number().int().min(1).max(8).default(1),
     age_seconds: z.number().min(0).max(30 * 86_400).default(0).openapi({ description: "created this long ago" }),

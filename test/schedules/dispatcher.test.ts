@@ -56,7 +56,7 @@ describe("exactly one lease per schedule and due time", () => {
 
     const leases = await leasesOfSchedule(schedule.id);
     expect(leases).toHaveLength(1);
-    expect(leases[0]).toMatchObject({ status: "provisioning", provider: "sim", schedule_id: schedule.id });
+    expect(leases[0]).toMatchObject({ status: "provisioning", provider: "sim", schedule_id: schedule.id, name: "nightly" });
     // The expected cost is recorded with the lease: 0.69 USD/h × 60 min.
     expect(leases[0]!.expected_cost).toBeCloseTo(0.69, 6);
     const after = await getSchedule(schedule.id);
