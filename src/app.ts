@@ -84,7 +84,10 @@ export function createApp(options: AppOptions = {}) {
       // Hono's own 4xx (a body that is not JSON, a malformed header) get the same envelope.
       const code = err.status === 401 ? "unauthorized" : err.status === 404 ? "not_found" : "invalid_request";
       const status = code === "invalid_request" ? 400 : err.status;
-      return c.json({ error: err.message || "invalid request", code }, status as 400 | 401 | 404);
+      const error = err.message || "invalid request";
+      // A body that is not JSON, or JSON sent as another content type: the body is the field.
+      const issues = code === "invalid_request" ? [{ path: "body", message: error }] : undefined;
+      return c.json({ error, code, ...(issues ? { issues } : {}) }, status as 400 | 401 | 404);
     }
     if (err instanceof ConfigError) {
       console.error(err.message);

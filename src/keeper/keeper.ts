@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { loadConfig } from "../config";
-import { appendEvents, getLease, updateLeaseIf, type LeaseRow, type NewEvent } from "../leases/ledger";
+import { appendEvents, getLease, lookupHintFor, updateLeaseIf, type LeaseRow, type NewEvent } from "../leases/ledger";
 import type { LeaseStatus, StopReason } from "../leases/schema";
 import { iso } from "../lib/time";
 import { scrubText } from "../providers/scrub";
@@ -230,7 +230,7 @@ export class LeaseKeeper extends DurableObject<Env> {
     if (plan.lookupLabel && left > 0) {
       left -= 1;
       try {
-        const machine = await provider.findByLabel(lease.label);
+        const machine = await provider.findByLabel(lease.label, await lookupHintFor(services.db, lease, provider));
         result.lookup = { ok: true, machine };
         ref = machine?.ref ?? null;
       } catch (error) {

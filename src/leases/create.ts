@@ -14,6 +14,7 @@ import {
   appendEvents,
   getLeaseByIdempotencyKey,
   insertLease,
+  lookupHintFor,
   toLease,
   updateLeaseIf,
   type LeaseRow,
@@ -181,7 +182,7 @@ async function rent(services: Services, lease: LeaseRow, offers: RankedOffer[], 
   const startedAt = services.clock();
   const attempts: RentAttempt[] = [];
   const events: NewEvent[] = [];
-  let ambiguousAt: RankedOffer["provider"] | null = null;
+  let ambiguousAt: RankedOffer | null = null;
   let outcome: Outcome = { kind: "failed" };
 
   for (const offer of offers.slice(0, MAX_RENT_ATTEMPTS)) {
@@ -208,9 +209,9 @@ async function rent(services: Services, lease: LeaseRow, offers: RankedOffer[], 
       continue;
     }
     // A create that may have made a machine: find it by its label before trying anything else.
-    ambiguousAt = offer.provider;
+    ambiguousAt = offer;
     events.push({ kind: "rent_ambiguous", detail: `${offer.offer_id}: ${error}; looking the label up` });
-    const lookup = await findByLabel(services, provider, lease.label);
+    const lookup = await findByLabel(services, provider, lease, offer.offer_id);
     if (lookup.kind === "found") {
       events.push({ kind: "machine_found", detail: `found ${lookup.ref} by its label` });
       outcome = { kind: "rented", offer, ref: lookup.ref, pricePerHour: lookup.pricePerHour };
@@ -269,7 +270,7 @@ async function rent(services: Services, lease: LeaseRow, offers: RankedOffer[], 
       // Every answer was definite, so nothing exists; after an ambiguous create the keeper
       // still checks the label once the listing has caught up.
       const finished = ambiguousAt
-        ? { status: "stopping" as const, provider: ambiguousAt }
+        ? { status: "stopping" as const, provider: ambiguousAt.provider, offer_id: ambiguousAt.offer_id }
         : { status: "stopped" as const, stopped_at: iso(now), teardown_verified_at: iso(now) };
       await updateLeaseIf(services.db, lease.id, ["provisioning"], {
         ...finished,
@@ -303,11 +304,11 @@ async function startKeeper(services: Services, keeper: ReturnType<typeof keeperF
 
 type Lookup = { kind: "found"; ref: string; pricePerHour: number | null } | { kind: "none" } | { kind: "failed"; error: string };
 
-async function findByLabel(services: Services, provider: Provider, label: string): Promise<Lookup> {
+async function findByLabel(services: Services, provider: Provider, lease: LeaseRow, offerId: string): Promise<Lookup> {
   for (let attempt = 0; attempt < 2; attempt++) {
     if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, LABEL_LOOKUP_RETRY_MS));
     try {
-      const machine = await provider.findByLabel(label);
+      const machine = await provider.findByLabel(lease.label, await lookupHintFor(services.db, lease, provider, offerId));
       if (machine) return { kind: "found", ref: machine.ref, pricePerHour: machine.price_per_hour };
     } catch (error) {
       return { kind: "failed", error: safeMessage(services, error) };

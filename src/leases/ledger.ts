@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { AccessSchema, CurrencySchema, ProviderNameSchema, TemplateSchema } from "../providers/types";
+import { AccessSchema, CurrencySchema, ProviderNameSchema, TemplateSchema, type LookupHint, type Provider } from "../providers/types";
 import { LeaseStatusSchema, StopReasonSchema, type Lease, type LeaseEvent, type LeaseStatus } from "./schema";
 
 /** What the lease row's `spec` column holds: what was asked for, and how the machine is billed. */
@@ -303,4 +303,22 @@ export async function listEvents(db: D1Database, leaseId: string, afterSeq = 0, 
     .bind(leaseId, afterSeq, limit)
     .all();
   return results.map((row) => EventRowSchema.parse(row));
+}
+
+/** Leases created this long before the one looked for may still be renting when it was made. */
+const KNOWN_REFS_WINDOW_MS = 3_600_000;
+
+/**
+ * For a provider without labels: what the lease's create looked like, and the machines of that
+ * provider the ledger already knows (so another lease's machine is never mistaken for this one's).
+ * Undefined for providers whose machines carry labels.
+ */
+export async function lookupHintFor(db: D1Database, lease: LeaseRow, provider: Provider, offerId = lease.offer_id): Promise<LookupHint | undefined> {
+  if (provider.labelled) return undefined;
+  const since = new Date(Date.parse(lease.created_at) - KNOWN_REFS_WINDOW_MS).toISOString();
+  const rows = await db
+    .prepare("SELECT provider_ref FROM leases WHERE provider = ? AND provider_ref IS NOT NULL AND created_at >= ?")
+    .bind(provider.name, since)
+    .all<{ provider_ref: string }>();
+  return { createdAfter: lease.created_at, offerId, image: lease.spec.image, knownRefs: rows.results.map((r) => r.provider_ref) };
 }

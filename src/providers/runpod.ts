@@ -334,6 +334,7 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
   return {
     name: "runpod",
     currency: "USD",
+    labelled: true,
     listOffers,
     rent,
     status,

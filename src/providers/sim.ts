@@ -40,6 +40,7 @@ export function createSimProvider(options: SimOptions): Provider {
   return {
     name: "sim",
     currency: "USD",
+    labelled: true,
 
     async listOffers(query) {
       const stock = (await call("list offers", "network", (s) => s.offers())) as SimStock[];

@@ -103,6 +103,16 @@ export interface OwnMachine {
   price_per_hour: number | null;
 }
 
+/** What a create looked like, for providers that cannot look a machine up by its label. */
+export interface LookupHint {
+  /** the lease's creation: the machine cannot be older */
+  createdAfter: string;
+  offerId: string | null;
+  image: string | null;
+  /** machines of this provider the ledger already knows: never the one looked for */
+  knownRefs: string[];
+}
+
 export interface Balance {
   amount: number;
   currency: Currency;
@@ -115,13 +125,18 @@ export interface Balance {
 export interface Provider {
   readonly name: ProviderName;
   readonly currency: Currency;
+  /** false when machines carry no label: findByLabel then needs a LookupHint */
+  readonly labelled: boolean;
   listOffers(query: OfferQuery): Promise<ProviderOffer[]>;
   rent(offer: ProviderOffer, spec: MachineSpec): Promise<RentResult>;
   status(ref: string): Promise<MachineStatus>;
   /** Idempotent: "already gone" resolves. Resolving proves nothing: only status() proves absence. */
   terminate(ref: string): Promise<void>;
-  /** The machine carrying exactly this label, or null; throws when the listing failed. */
-  findByLabel(label: string): Promise<OwnMachine | null>;
+  /**
+   * The machine carrying exactly this label, or null; throws when the listing failed. A provider
+   * without labels (VRAMfarm) needs the hint to recognise the machine and throws without it.
+   */
+  findByLabel(label: string, hint?: LookupHint): Promise<OwnMachine | null>;
   /**
    * Own machines, paged to the end: those whose label starts with `prefix`; for a provider
    * without labels, the ones among `knownRefs`. Throws when any page fails or does not parse.

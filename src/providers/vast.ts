@@ -18,6 +18,9 @@ import {
   type VastInstance,
 } from "./vast-wire";
 
+/** Create errors Vast documents as refusals before anything is made (create_instance.yaml). */
+const KNOWN_REFUSALS = new Set(["invalid_args", "invalid_price", "insufficient_credit", "no_ssh_key_for_vm", "auth_error", "invalid_request", "no_such_ask"]);
+
 export interface VastOptions {
   apiKey: string;
   /** e.g. https://console.vast.ai (no /api/v0) */
@@ -139,13 +142,18 @@ export function createVastProvider(options: VastOptions): Provider {
       // A 5xx or an unreadable answer says nothing about whether the instance was made.
       return { ok: false, kind: "ambiguous", error: `HTTP ${response.status}: ${text}` };
     }
-    // insufficient_credit, invalid_args, auth_error, 403 not your own, success:false in a 200 ...
-    return { ok: false, kind: "rejected", error: text };
+    // Only refusals Vast documents mean "nothing was made"; any other failure (an unknown code,
+    // success:false inside a 200 such as "server_error") may sit on a created instance.
+    if (response.status === 401 || response.status === 403 || KNOWN_REFUSALS.has(code)) {
+      return { ok: false, kind: "rejected", error: text };
+    }
+    return { ok: false, kind: "ambiguous", error: `HTTP ${response.status}: ${text}` };
   };
 
   return {
     name: "vast",
     currency: "USD",
+    labelled: true,
 
     async listOffers(query: OfferQuery): Promise<ProviderOffer[]> {
       const response = await http.send({ method: "POST", url: url("/api/v0/bundles/"), body: bundlesQuery(query) });

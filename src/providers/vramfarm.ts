@@ -1,5 +1,5 @@
 import { HttpClient, ProviderError, type HttpResponse } from "./http";
-import type { Balance, MachineSpec, MachineStatus, OfferQuery, OwnMachine, Provider, ProviderOffer, RentResult } from "./types";
+import type { Balance, LookupHint, MachineSpec, MachineStatus, OfferQuery, OwnMachine, Provider, ProviderOffer, RentResult } from "./types";
 import {
   AccountResponseSchema,
   CreatedSchema,
@@ -112,6 +112,8 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
   return {
     name: "vramfarm",
     currency: "EUR",
+    // No labels (providers.md §3): findByLabel needs a LookupHint.
+    labelled: false,
 
     async listOffers(query: OfferQuery): Promise<ProviderOffer[]> {
       if (query.template === "ollama") return [];
@@ -214,13 +216,34 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
     },
 
     /**
-     * Always throws: VRAMfarm has no labels, so "no machine with this label" can never be known.
-     * Answering null would let an ambiguous create that rent() could not match read as "nothing
-     * was created" and leak a billed server nobody tracks; an error keeps the lease in teardown,
-     * flagged and visible, instead.
+     * VRAMfarm has no labels, so "no machine with this label" is only known from a fingerprint:
+     * a live server of the offer's card and count, with the lease's image, created after the
+     * lease, whose id the ledger does not know yet. Without a hint, or with more than one such
+     * server, it throws: answering null would let a lost create read as "nothing was made" and
+     * leak a billed server nobody tracks.
      */
-    async findByLabel(_label: string): Promise<OwnMachine | null> {
-      throw http.error("api", "VRAMfarm has no labels: a server cannot be looked up by label");
+    async findByLabel(_label: string, hint?: LookupHint): Promise<OwnMachine | null> {
+      if (!hint) throw http.error("api", "VRAMfarm has no labels: a server cannot be looked up by label alone");
+      const offer = parseOfferId(hint.offerId ?? "");
+      const known = new Set(hint.knownRefs);
+      const since = Date.parse(hint.createdAfter) - CREATE_CLOCK_SKEW_MS;
+      const candidates = (await listLive()).filter((instance) => {
+        const createdAt = instance.created_at ? Date.parse(instance.created_at) : Number.NaN;
+        return (
+          !known.has(String(instance.id)) &&
+          (!offer || (instance.gpu === offer.gpu && (instance.count ?? 1) === offer.count)) &&
+          (hint.image === null || instance.image === hint.image) &&
+          Number.isFinite(createdAt) &&
+          createdAt >= since
+        );
+      });
+      if (candidates.length > 1) {
+        throw http.error("api", `${candidates.length} unknown servers match this lease's create: cannot tell which is ours`);
+      }
+      const found = candidates[0];
+      return found
+        ? { ref: String(found.id), label: null, state: instanceState(found).state, created_at: found.created_at ?? null, price_per_hour: found.price ?? null }
+        : null;
     },
 
     /** Only servers whose id gpulease recorded: an unknown id may be the user's own batch job. */

@@ -20,6 +20,7 @@ export function stubProvider(
   return {
     name,
     currency: name === "vramfarm" ? "EUR" : "USD",
+    labelled: name !== "vramfarm",
     calls,
     listOffers: async (query) => {
       calls.push(query);

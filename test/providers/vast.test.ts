@@ -276,10 +276,10 @@ describe("vast rent", () => {
     expect(sleeps).toContain(5_000);
   });
 
-  it("rejects an error inside HTTP 200 and treats an unreadable 200 as ambiguous", async () => {
+  it("treats an unknown error inside HTTP 200, and an unreadable 200, as ambiguous (an instance may exist)", async () => {
     const offer = await offerFor();
     fake.inject("create", { kind: "error200" });
-    expect(await vast.rent(offer, spec())).toEqual({ ok: false, kind: "rejected", error: "server_error: Internal error, please try again" });
+    expect(await vast.rent(offer, spec())).toEqual({ ok: false, kind: "ambiguous", error: "HTTP 200: server_error: Internal error, please try again" });
     fake.inject("create", { kind: "malformed" }, 1, true);
     expect(await vast.rent(offer, spec())).toMatchObject({ ok: false, kind: "ambiguous" });
   });

@@ -329,9 +329,20 @@ describe("vramfarm own machines and account", () => {
     await providerError(farm.listOwn("gpulease-", ["4101"]));
   });
 
-  it("has no labels: findByLabel refuses rather than answer 'no machine'; no Ollama", async () => {
+  it("has no labels: findByLabel refuses without a fingerprint, and with one finds only an unknown matching server", async () => {
+    const before = new Date(now - 1000).toISOString();
     const ref = await rented();
     await providerError(farm.findByLabel("gpulease-lse01"));
+    const hint = { createdAfter: before, offerId: "vramfarm:rtx-4090:1", image: "ghcr.io/you/batch:2026-11-12", knownRefs: [] as string[] };
+    expect(await farm.findByLabel("gpulease-lse01", hint)).toMatchObject({ ref, label: null });
+    // Known to the ledger (another lease's), another card, another image, or older than the lease: not ours.
+    expect(await farm.findByLabel("gpulease-lse01", { ...hint, knownRefs: [ref] })).toBeNull();
+    expect(await farm.findByLabel("gpulease-lse01", { ...hint, offerId: "vramfarm:a100-pcie-80gb:1" })).toBeNull();
+    expect(await farm.findByLabel("gpulease-lse01", { ...hint, image: "other:1" })).toBeNull();
+    expect(await farm.findByLabel("gpulease-lse01", { ...hint, createdAfter: new Date(now + 10 * MINUTE).toISOString() })).toBeNull();
+    // Two candidates: cannot tell which one is ours.
+    await rented();
+    await providerError(farm.findByLabel("gpulease-lse01", hint));
     now += 6 * MINUTE;
     expect(await farm.ollamaReady(ref, await farm.status(ref))).toBe(false);
   });
