@@ -50,6 +50,8 @@ export interface LoopState {
   unverifiedFlagged: boolean;
   /** the lease's error before it was flagged teardown_unverified, restored once verified */
   errorBeforeFlag: string | null;
+  /** "gone" reads in a row of an active lease's machine (one alone may be a flapping status) */
+  goneReads: number;
 }
 
 export const initialLoopState: LoopState = {
@@ -58,6 +60,7 @@ export const initialLoopState: LoopState = {
   lastSeen: null,
   unverifiedFlagged: false,
   errorBeforeFlag: null,
+  goneReads: 0,
 };
 
 /** A lease status change, with the events that explain it. */
@@ -159,8 +162,20 @@ export function decideAfterPoll(lease: LeaseRow, loop: LoopState, poll: PollResu
 
   const status = poll.status;
   const trafficCost = Math.max(loop.trafficCost, status.traffic_cost ?? 0);
-  let nextLoop: LoopState = { ...loop, trafficCost };
+  let nextLoop: LoopState = { ...loop, trafficCost, goneReads: status.state === "gone" ? (loop.goneReads ?? 0) + 1 : 0 };
   const cost = currentCost(lease, nextLoop, now, status.cost);
+
+  if (status.state === "gone" && nextLoop.goneReads < 2) {
+    // A status that flaps between running and gone would otherwise kill a healthy machine's
+    // job: look once more, soon, before concluding the machine died.
+    return {
+      patch: cost !== lease.cost ? { cost } : {},
+      events: [{ kind: "gone_unconfirmed", detail: "the provider reports the machine gone; checking again before stopping" }],
+      loop: nextLoop,
+      nextAlarmAt: now + s.verifyIntervalMs,
+      teardownNow: false,
+    };
+  }
 
   if (status.state === "gone" || status.state === "exited") {
     const what = status.state === "gone" ? "the machine is gone" : "the machine exited";
@@ -281,7 +296,11 @@ export function decideTeardown(lease: LeaseRow, loop: LoopState, result: Teardow
       events.push({ kind: "terminate_failed", detail: result.terminate.error });
     }
   }
-  if (result.status?.ok && result.status.status.state === "gone") {
+  const gone = result.status?.ok === true && result.status.status.state === "gone";
+  nextLoop.goneReads = gone ? (loop.goneReads ?? 0) + 1 : result.status ? 0 : (loop.goneReads ?? 0);
+  // Two "gone" reads in a row: a status that flaps to gone while an ignored terminate leaves the
+  // machine running must not end the teardown.
+  if (gone && nextLoop.goneReads >= 2) {
     return stoppedDecision(lease, nextLoop, patch, [...events, { kind: "stopped", detail: "the provider confirms the machine is gone" }], now);
   }
   if (result.status && !result.status.ok) {

@@ -184,8 +184,16 @@ describe("running", () => {
     expect(d.loop.trafficCost).toBe(0.99);
   });
 
-  it("a machine that died on its own is torn down with why", () => {
-    const d = decideAfterPoll(running, loop(), { ok: true, status: status("gone"), ollamaReady: null }, at(300), settings);
+  it("a machine that died on its own is torn down with why, once a second read confirms it", () => {
+    const first = decideAfterPoll(running, loop(), { ok: true, status: status("gone"), ollamaReady: null }, at(300), settings);
+    expect(first.patch.status).toBeUndefined();
+    expect(first.teardownNow).toBe(false);
+    expect(first.nextAlarmAt).toBe(at(300) + settings.verifyIntervalMs);
+    expect(first.events.map((e) => e.kind)).toEqual(["gone_unconfirmed"]);
+    // A flapping status: running again resets the count.
+    const back = decideAfterPoll(running, first.loop, { ok: true, status: status("running"), ollamaReady: null }, at(305), settings);
+    expect(back.loop.goneReads).toBe(0);
+    const d = decideAfterPoll(running, first.loop, { ok: true, status: status("gone"), ollamaReady: null }, at(305), settings);
     expect(d.patch.status).toBe("stopping");
     expect(d.patch.error).toMatch(/gone on its own/);
   });
@@ -219,8 +227,15 @@ describe("stopping", () => {
     expect(unknown.patch.status).toBeUndefined();
     const noRead = decideTeardown(stopping, loop(), { terminate: { ok: true } }, at(1005), settings);
     expect(noRead.patch.status).toBeUndefined();
-    const gone = decideTeardown(stopping, loop(), { status: { ok: true, status: status("gone") } }, at(1010), settings);
-    expect(gone.patch).toMatchObject({ status: "stopped", stopped_at: iso(1010), teardown_verified_at: iso(1010) });
+    // One "gone" read is not enough (a flapping status); the next read, a verify interval later, confirms.
+    const first = decideTeardown(stopping, loop(), { status: { ok: true, status: status("gone") } }, at(1010), settings);
+    expect(first.patch.status).toBeUndefined();
+    expect(first.nextAlarmAt).toBe(at(1015));
+    const flapped = decideTeardown(stopping, first.loop, { status: { ok: true, status: status("running") } }, at(1015), settings);
+    expect(flapped.patch.status).toBeUndefined();
+    expect(flapped.loop.goneReads).toBe(0);
+    const gone = decideTeardown(stopping, first.loop, { status: { ok: true, status: status("gone") } }, at(1015), settings);
+    expect(gone.patch).toMatchObject({ status: "stopped", stopped_at: iso(1015), teardown_verified_at: iso(1015) });
     expect(gone.nextAlarmAt).toBeNull();
   });
 
@@ -231,7 +246,9 @@ describe("stopping", () => {
     expect(late.nextAlarmAt).toBe(at(1600 + 60));
     const again = decideTeardown({ ...stopping, error: "teardown_unverified" }, late.loop, { status: { ok: false, error: "HTTP 500" } }, at(1700), settings);
     expect(again.events.map((e) => e.kind)).not.toContain("teardown_unverified");
-    const gone = decideTeardown({ ...stopping, error: "teardown_unverified" }, late.loop, { status: { ok: true, status: status("gone") } }, at(1800), settings);
+    const goneOnce = decideTeardown({ ...stopping, error: "teardown_unverified" }, late.loop, { status: { ok: true, status: status("gone") } }, at(1800), settings);
+    expect(goneOnce.patch.status).toBeUndefined();
+    const gone = decideTeardown({ ...stopping, error: "teardown_unverified" }, goneOnce.loop, { status: { ok: true, status: status("gone") } }, at(1860), settings);
     expect(gone.patch).toMatchObject({ status: "stopped", error: null });
   });
 
