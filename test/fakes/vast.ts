@@ -1,6 +1,6 @@
 import { CloudModel, type ModelMachine } from "../../src/sim/model";
 import type { FakeService } from "./install";
-import { json, text } from "./respond";
+import { json, takeQueued, text } from "./respond";
 import { ollamaResponse } from "./ollama";
 
 /**
@@ -337,12 +337,7 @@ export class VastFake implements FakeService {
   }
 
   private takeFault(operation: VastOperation): VastFaultRule | null {
-    const queue = this.faults[operation];
-    const rule = queue?.[0];
-    if (!queue || !rule) return null;
-    rule.times -= 1;
-    if (rule.times <= 0) queue.shift();
-    return rule;
+    return takeQueued(this.faults[operation]);
   }
 
   /** The answer for a fault, or null when the fault only changes what the operation does. */

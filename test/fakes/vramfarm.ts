@@ -1,6 +1,6 @@
 import { CloudModel, type ModelMachine } from "../../src/sim/model";
 import type { FakeService } from "./install";
-import { json } from "./respond";
+import { json, takeQueued } from "./respond";
 
 /**
  * VRAMfarm's REST API in the wire shapes providers.md §3 fixes: EUR whole-machine prices, rent by
@@ -183,12 +183,7 @@ export class VramfarmFake implements FakeService {
   }
 
   private takeFault(operation: VramfarmOperation): VramfarmFaultRule | null {
-    const queue = this.faults[operation];
-    const rule = queue?.[0];
-    if (!queue || !rule) return null;
-    rule.times -= 1;
-    if (rule.times <= 0) queue.shift();
-    return rule;
+    return takeQueued(this.faults[operation]);
   }
 
   private async faultResponse(fault: VramfarmFault, operation: VramfarmOperation, request: Request, id: string | null): Promise<Response | null> {
