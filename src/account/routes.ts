@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requireScope } from "../auth/middleware";
 import { errorResponses } from "../errors";
-import { scrubText } from "../providers/scrub";
+import { scrubError } from "../providers/scrub";
 import { CurrencySchema, ProviderNameSchema, providerNames, type ProviderName } from "../providers/types";
 import { bearerSecurity, createRouter } from "../router";
 import type { Services } from "../services";
@@ -69,9 +69,7 @@ async function balanceOf(services: Services, name: ProviderName): Promise<Provid
     const balance = await Promise.race([provider.balance(), timeout]);
     return { ...entry, balance: balance.amount, currency: balance.currency };
   } catch (error) {
-    const s = services.config.secrets;
-    const text = error instanceof Error ? error.message : String(error);
-    return { ...entry, error: scrubText(text || "balance failed", [s.runpodApiKey, s.vastApiKey, s.vramfarmToken, s.adminToken]) };
+    return { ...entry, error: scrubError(services.config, error, "balance failed") };
   } finally {
     if (timer !== undefined) clearTimeout(timer);
   }

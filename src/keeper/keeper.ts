@@ -3,7 +3,7 @@ import { loadConfig } from "../config";
 import { appendEvents, getLease, lookupHintFor, updateLeaseIf, type LeaseRow, type NewEvent } from "../leases/ledger";
 import type { LeaseStatus, StopReason } from "../leases/schema";
 import { iso } from "../lib/time";
-import { scrubText } from "../providers/scrub";
+import { scrubError } from "../providers/scrub";
 import type { Provider } from "../providers/types";
 import { createServices, type Services } from "../services";
 import {
@@ -300,8 +300,6 @@ export class LeaseKeeper extends DurableObject<Env> {
   }
 
   private safeMessage(services: Services, error: unknown): string {
-    const text = error instanceof Error ? error.message : String(error);
-    const s = services.config.secrets;
-    return scrubText(text, [s.adminToken, s.runpodApiKey, s.vastApiKey, s.vramfarmToken]);
+    return scrubError(services.config, error);
   }
 }

@@ -6,8 +6,7 @@ import { newId } from "../lib/ids";
 import { iso } from "../lib/time";
 import type { OffersQuery } from "../offers/schemas";
 import { findOffer, listRankedOffers, type RankedOffer } from "../offers/service";
-import { ProviderError } from "../providers/http";
-import { scrubText } from "../providers/scrub";
+import { scrubError, scrubText, secretsOf } from "../providers/scrub";
 import type { MachineSpec, Provider } from "../providers/types";
 import type { Services } from "../services";
 import {
@@ -202,7 +201,7 @@ async function rent(services: Services, lease: LeaseRow, offers: RankedOffer[], 
       outcome = { kind: "rented", offer, ref: result.ref, pricePerHour: result.price_per_hour };
       break;
     }
-    const error = scrubText(result.error, secretsOf(services));
+    const error = scrubText(result.error, secretsOf(services.config));
     if (result.kind !== "ambiguous") {
       attempts.push({ offer_id: offer.offer_id, error: `${result.kind}: ${error}` });
       events.push({ kind: "rent_attempt_failed", detail: `${offer.offer_id}: ${result.kind}: ${error}` });
@@ -355,12 +354,6 @@ function machineSpec(input: LeaseInput, label: string, callbackEnv: Record<`${ty
   };
 }
 
-function secretsOf(services: Services): (string | null)[] {
-  const s = services.config.secrets;
-  return [s.adminToken, s.runpodApiKey, s.vastApiKey, s.vramfarmToken];
-}
-
 function safeMessage(services: Services, error: unknown): string {
-  const text = error instanceof ProviderError || error instanceof Error ? error.message : String(error);
-  return scrubText(text, secretsOf(services));
+  return scrubError(services.config, error);
 }

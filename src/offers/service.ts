@@ -1,6 +1,6 @@
 import { gpuSpecByKey, normaliseGpuName } from "../providers/gpus";
 import { ProviderError } from "../providers/http";
-import { scrubText } from "../providers/scrub";
+import { scrubError } from "../providers/scrub";
 import { ProviderNameSchema, providerNames, type OfferQuery, type Provider, type ProviderName, type ProviderOffer } from "../providers/types";
 import { iso } from "../lib/time";
 import type { Services } from "../services";
@@ -171,11 +171,8 @@ async function withTimeout<T>(provider: Provider, work: () => Promise<T>, timeou
 }
 
 function toFailure(services: Services, provider: ProviderName, reason: unknown): ProviderFailure {
-  const s = services.config.secrets;
-  const secrets = [s.runpodApiKey, s.vastApiKey, s.vramfarmToken, s.adminToken];
-  const message = reason instanceof Error ? reason.message : String(reason);
   const code = reason instanceof ProviderError && reason.kind === "timeout" ? "timeout" : "provider_error";
-  return { provider, code, error: scrubText(message || "listing failed", secrets) };
+  return { provider, code, error: scrubError(services.config, reason, "listing failed") };
 }
 
 function toAdapterQuery(query: OffersQuery): OfferQuery {

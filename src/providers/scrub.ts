@@ -1,3 +1,5 @@
+import type { Config } from "../config";
+
 const MAX_ERROR_CHARS = 300;
 
 // Patterns that look like credentials whatever the provider: bearer headers, key params,
@@ -26,4 +28,16 @@ export function scrubText(text: string, secrets: readonly (string | null | undef
   }
   out = out.replace(/\s+/g, " ").trim();
   return out.length > MAX_ERROR_CHARS ? `${out.slice(0, MAX_ERROR_CHARS)}…` : out;
+}
+
+/** The worker's secrets: what every stored, logged or shown error is scrubbed of. */
+export function secretsOf(config: Config): (string | null)[] {
+  const s = config.secrets;
+  return [s.adminToken, s.runpodApiKey, s.vastApiKey, s.vramfarmToken];
+}
+
+/** An error's message, scrubbed of the worker's secrets: safe to store, log and show. */
+export function scrubError(config: Config, error: unknown, fallback = ""): string {
+  const text = error instanceof Error ? error.message : String(error);
+  return scrubText(text || fallback, secretsOf(config));
 }

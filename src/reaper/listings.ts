@@ -1,4 +1,4 @@
-import { scrubText } from "../providers/scrub";
+import { scrubError } from "../providers/scrub";
 import type { OwnMachine, Provider, ProviderName } from "../providers/types";
 import type { Services } from "../services";
 
@@ -35,9 +35,7 @@ export async function listOwnMachines(services: Services, knownRefs: Partial<Rec
 }
 
 export function safeMessage(services: Services, error: unknown): string {
-  const s = services.config.secrets;
-  const text = error instanceof Error ? error.message : String(error);
-  return scrubText(text || "failed", [s.runpodApiKey, s.vastApiKey, s.vramfarmToken, s.adminToken]);
+  return scrubError(services.config, error, "failed");
 }
 
 async function withTimeout<T>(work: Promise<T>, timeoutMs: number): Promise<T> {
