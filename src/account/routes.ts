@@ -1,3 +1,4 @@
+import { withTimeout } from "../lib/timeout";
 import { createRoute, z } from "@hono/zod-openapi";
 import { requireScope } from "../auth/middleware";
 import { errorResponses } from "../errors";
@@ -57,21 +58,19 @@ const accountRoute = createRoute({
 
 async function balanceOf(services: Services, name: ProviderName): Promise<ProviderBalance> {
   const entry: ProviderBalance = { provider: name, configured: false, balance: null, currency: null, error: null };
-  let timer: ReturnType<typeof setTimeout> | undefined;
   try {
     const provider = services.providers.get(name);
     if (!provider) return entry;
     entry.configured = true;
     entry.currency = provider.currency;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no balance within ${BALANCE_TIMEOUT_MS / 1000} s`)), BALANCE_TIMEOUT_MS);
-    });
-    const balance = await Promise.race([provider.balance(), timeout]);
+    const balance = await withTimeout(
+      () => provider.balance(),
+      BALANCE_TIMEOUT_MS,
+      () => new Error(`no balance within ${BALANCE_TIMEOUT_MS / 1000} s`),
+    );
     return { ...entry, balance: balance.amount, currency: balance.currency };
   } catch (error) {
     return { ...entry, error: scrubError(services.config, error, "balance failed") };
-  } finally {
-    if (timer !== undefined) clearTimeout(timer);
   }
 }
 

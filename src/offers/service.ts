@@ -1,3 +1,4 @@
+import { withTimeout } from "../lib/timeout";
 import { gpuSpecByKey, normaliseGpuName } from "../providers/gpus";
 import { ProviderError } from "../providers/http";
 import { scrubError } from "../providers/scrub";
@@ -143,7 +144,11 @@ async function fetchListing(services: Services, provider: Provider, query: Offer
   const cached = getListing(key, services.clock());
   if (cached) return cached;
   const fetchedAt = services.clock();
-  const offers = await withTimeout(provider, () => provider.listOffers(query), timeoutMs);
+  const offers = await withTimeout(
+    () => provider.listOffers(query),
+    timeoutMs,
+    () => new ProviderError(provider.name, "timeout", `no offers within ${timeoutMs / 1000} s`),
+  );
   const listing: CachedListing = {
     provider: provider.name,
     fetchedAt,
@@ -154,21 +159,6 @@ async function fetchListing(services: Services, provider: Provider, query: Offer
   return listing;
 }
 
-/** Races the call against a timer: not every adapter call carries an AbortSignal of ours. */
-async function withTimeout<T>(provider: Provider, work: () => Promise<T>, timeoutMs: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new ProviderError(provider.name, "timeout", `no offers within ${timeoutMs / 1000} s`)),
-      timeoutMs,
-    );
-  });
-  try {
-    return await Promise.race([Promise.resolve().then(work), timeout]);
-  } finally {
-    if (timer !== undefined) clearTimeout(timer);
-  }
-}
 
 function toFailure(services: Services, provider: ProviderName, reason: unknown): ProviderFailure {
   const code = reason instanceof ProviderError && reason.kind === "timeout" ? "timeout" : "provider_error";

@@ -1,3 +1,4 @@
+import { withTimeout } from "../lib/timeout";
 import { scrubError } from "../providers/scrub";
 import type { OwnMachine, Provider, ProviderName } from "../providers/types";
 import type { Services } from "../services";
@@ -25,7 +26,11 @@ export async function listOwnMachines(services: Services, knownRefs: Partial<Rec
   return Promise.all(
     providers.map(async (provider): Promise<Listing> => {
       try {
-        const machines = await withTimeout(provider.listOwn(services.config.labelPrefix, knownRefs[provider.name] ?? []), LISTING_TIMEOUT_MS);
+        const machines = await withTimeout(
+          () => provider.listOwn(services.config.labelPrefix, knownRefs[provider.name] ?? []),
+          LISTING_TIMEOUT_MS,
+          () => new Error(`listing took longer than ${LISTING_TIMEOUT_MS / 1000} s`),
+        );
         return { provider, ok: true, machines };
       } catch (error) {
         return { provider, ok: false, error: safeMessage(services, error) };
@@ -38,14 +43,3 @@ export function safeMessage(services: Services, error: unknown): string {
   return scrubError(services.config, error, "failed");
 }
 
-async function withTimeout<T>(work: Promise<T>, timeoutMs: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`listing took longer than ${timeoutMs / 1000} s`)), timeoutMs);
-  });
-  try {
-    return await Promise.race([work, timeout]);
-  } finally {
-    if (timer !== undefined) clearTimeout(timer);
-  }
-}
