@@ -31,6 +31,7 @@ export default defineConfig(async () => ({
   test: {
     setupFiles: ["./test/setup.ts"],
     include: ["test/**/*.test.ts"],
+    exclude: ["test/e2e/**"],
     // Lease-life tests drive hundreds of keeper alarms against D1; on a loaded 2-core machine
     // that can pass 5 s. Generous, since a hang is still caught.
     testTimeout: 30_000,

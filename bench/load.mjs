@@ -1,7 +1,7 @@
 // Issue 6: N leases against the sim driven concurrently through the API; every one must end
 // `stopped` with teardown verified. Reports throughput and p95 latency of POST and GET /v1/leases.
 //   node bench/load.mjs [leases=200] [concurrency=20]
-import { startWorker, stats } from "./lib/worker.mjs";
+import { startWorker, stats } from "../scripts/lib/local-worker.mjs";
 
 const total = Number(process.argv[2] ?? 200);
 const concurrency = Number(process.argv[3] ?? 20);

@@ -2,7 +2,7 @@
 // Concurrent fan-out means latency / D close to 1 (RunPod needs two queries, run in parallel too),
 // not 3. Also the latency of a cached repeat.   node bench/offers-latency.mjs [D=300] [rounds=10]
 import { startFakeCloud } from "./lib/fake-cloud.mjs";
-import { startWorker, stats } from "./lib/worker.mjs";
+import { startWorker, stats } from "../scripts/lib/local-worker.mjs";
 
 const delayMs = Number(process.argv[2] ?? 300);
 const rounds = Number(process.argv[3] ?? 10);

@@ -3,7 +3,7 @@
 // and provider calls per keeper alarm invocation (target ≤ 3), seen at the fake.
 //   node bench/teardown-leak.mjs [leases=20] [L=3] [V=2]
 import { startFakeCloud } from "./lib/fake-cloud.mjs";
-import { startWorker, stats } from "./lib/worker.mjs";
+import { startWorker, stats } from "../scripts/lib/local-worker.mjs";
 
 const count = Number(process.argv[2] ?? 20);
 const lingerS = Number(process.argv[3] ?? 3);

@@ -1,0 +1,87 @@
+// Starts the local worker (wrangler dev) on a free loopback port with a throwaway state folder and
+// its D1 migrated. Used by the benches and the end-to-end suites (test/e2e).
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const ADMIN = "local-e2e-admin-token";
+const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const wrangler = join(root, "node_modules", ".bin", "wrangler");
+
+/** A TCP port nobody listens on right now (the OS picks it). */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Starts `wrangler dev` and waits for /health. `vars` are extra `--var NAME:VALUE` arguments
+ * (already split: ["--var", "X:1", ...]). Returns the base URL, an authorised fetch helper, the
+ * combined log and stop().
+ */
+export async function startWorker({ port, vars = [], sim = false, admin = ADMIN } = {}) {
+  port ??= await freePort();
+  const inspectorPort = await freePort();
+  const persist = mkdtempSync(join(tmpdir(), "gpulease-local-"));
+  const env = { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" };
+  const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", persist], {
+    cwd: root,
+    env,
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  if (migrate.status !== 0) throw new Error(`migrations failed: ${migrate.stderr}`);
+  const child = spawn(
+    wrangler,
+    [
+      "dev", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspectorPort),
+      "--persist-to", persist, "--test-scheduled", "--show-interactive-dev-session=false",
+      "--var", `ADMIN_TOKEN:${admin}`, "--var", `ENABLE_SIM:${sim}`,
+      "--var", "RATE_LIMIT_PER_MIN:1000000", "--var", "RENT_RATE_LIMIT_PER_MIN:1000000", ...vars,
+    ],
+    { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  let log = "";
+  child.stdout.on("data", (d) => (log += d));
+  child.stderr.on("data", (d) => (log += d));
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    try {
+      if ((await fetch(`${base}/health`, { signal: AbortSignal.timeout(2_000) })).ok) break;
+    } catch {}
+    if (child.exitCode !== null || i >= 120) {
+      child.kill("SIGTERM");
+      throw new Error(`worker did not start:\n${log}`);
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  const api = (path, init = {}) =>
+    fetch(`${base}${path}`, {
+      ...init,
+      headers: { Authorization: `Bearer ${admin}`, "Content-Type": "application/json", ...(init.headers ?? {}) },
+    });
+  const stop = async () => {
+    if (child.exitCode === null) {
+      const exited = new Promise((r) => child.once("exit", r));
+      child.kill("SIGTERM");
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 5_000))]);
+    }
+    rmSync(persist, { recursive: true, force: true });
+  };
+  return { base, admin, api, log: () => log, stop };
+}
+
+export function stats(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+  return { n: sorted.length, min: sorted[0], median: at(0.5), p95: at(0.95), max: sorted[sorted.length - 1] };
+}
