@@ -1,6 +1,5 @@
 import type { Config } from "./config";
-import type { Clock } from "./lib/time";
-import { systemClock } from "./lib/time";
+import { systemClock, systemSleep, type Clock, type Sleep } from "./lib/time";
 import { createProviders, type ProviderRegistry } from "./providers/registry";
 
 export type Scope = "read" | "rent" | "stop" | "admin";
@@ -18,6 +17,8 @@ export interface Services {
   db: D1Database;
   providers: ProviderRegistry;
   clock: Clock;
+  /** every wait of a request or job (retry backoff, lookups) goes through this */
+  sleep: Sleep;
 }
 
 export type AppEnv = {
@@ -26,6 +27,6 @@ export type AppEnv = {
 };
 
 /** Builds the services of one invocation from the env and its parsed config. */
-export function createServices(env: Env, config: Config, clock: Clock = systemClock): Services {
-  return { env, config, db: env.DB, providers: createProviders(env, config, clock), clock };
+export function createServices(env: Env, config: Config, clock: Clock = systemClock, sleep: Sleep = systemSleep): Services {
+  return { env, config, db: env.DB, providers: createProviders(env, config, clock, sleep), clock, sleep };
 }

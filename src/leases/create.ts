@@ -305,7 +305,7 @@ type Lookup = { kind: "found"; ref: string; pricePerHour: number | null } | { ki
 
 async function findByLabel(services: Services, provider: Provider, lease: LeaseRow, offerId: string): Promise<Lookup> {
   for (let attempt = 0; attempt < 2; attempt++) {
-    if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, LABEL_LOOKUP_RETRY_MS));
+    if (attempt > 0) await services.sleep(LABEL_LOOKUP_RETRY_MS);
     try {
       const machine = await provider.findByLabel(lease.label, await lookupHintFor(services.db, lease, provider, offerId));
       if (machine) return { kind: "found", ref: machine.ref, pricePerHour: machine.price_per_hour };

@@ -4,3 +4,7 @@ export const systemClock: Clock = () => Date.now();
 
 export const iso = (ms: number): string => new Date(ms).toISOString();
 export const ms = (isoTime: string): number => Date.parse(isoTime);
+
+/** Injectable wait: production uses setTimeout, tests pass one that resolves at once or advances a fake clock. */
+export type Sleep = (ms: number) => Promise<void>;
+export const systemSleep: Sleep = (waitMs) => new Promise<void>((resolve) => setTimeout(resolve, waitMs));

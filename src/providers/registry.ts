@@ -1,5 +1,5 @@
 import type { Config } from "../config";
-import type { Clock } from "../lib/time";
+import type { Clock, Sleep } from "../lib/time";
 import { createRunpodProvider } from "./runpod";
 import { createSimProvider } from "./sim";
 import { createVastProvider } from "./vast";
@@ -15,20 +15,20 @@ export interface ProviderRegistry {
   isConfigured(name: ProviderName): boolean;
 }
 
-export function createProviders(env: Env, config: Config, clock: Clock): ProviderRegistry {
+export function createProviders(env: Env, config: Config, clock: Clock, sleep: Sleep): ProviderRegistry {
   const cache = new Map<ProviderName, Provider | null>();
   const build = (name: ProviderName): Provider | null => {
     const s = config.secrets;
     switch (name) {
       case "runpod":
         return s.runpodApiKey
-          ? createRunpodProvider({ apiKey: s.runpodApiKey, url: config.runpodGraphqlUrl, proxyTemplate: config.runpodProxyTemplate })
+          ? createRunpodProvider({ sleep, apiKey: s.runpodApiKey, url: config.runpodGraphqlUrl, proxyTemplate: config.runpodProxyTemplate })
           : null;
       case "vast":
-        return s.vastApiKey ? createVastProvider({ apiKey: s.vastApiKey, baseUrl: config.vastApiUrl }) : null;
+        return s.vastApiKey ? createVastProvider({ sleep, apiKey: s.vastApiKey, baseUrl: config.vastApiUrl }) : null;
       case "vramfarm":
         return s.vramfarmToken
-          ? createVramfarmProvider({ apiKey: s.vramfarmToken, baseUrl: config.vramfarmApiUrl, eurUsd: config.eurUsd })
+          ? createVramfarmProvider({ sleep, apiKey: s.vramfarmToken, baseUrl: config.vramfarmApiUrl, eurUsd: config.eurUsd })
           : null;
       case "sim":
         return config.enableSim ? createSimProvider({ namespace: env.SIM_CLOUD, clock }) : null;

@@ -335,6 +335,8 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
     name: "runpod",
     currency: "USD",
     labelled: true,
+    billingStartsAt: "accepted",
+    minimumBilledMinutes: 0,
     listOffers,
     rent,
     status,

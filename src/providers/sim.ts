@@ -41,6 +41,8 @@ export function createSimProvider(options: SimOptions): Provider {
     name: "sim",
     currency: "USD",
     labelled: true,
+    billingStartsAt: "accepted",
+    minimumBilledMinutes: 0,
 
     async listOffers(query) {
       const stock = (await call("list offers", "network", (s) => s.offers())) as SimStock[];

@@ -127,6 +127,13 @@ export interface Provider {
   readonly currency: Currency;
   /** false when machines carry no label: findByLabel then needs a LookupHint */
   readonly labelled: boolean;
+  /**
+   * When billing starts: "accepted" = from the accepted rental, the image pull included (RunPod,
+   * Vast.ai, sim); "running" = only once the machine runs (VRAMfarm's provisioning is free).
+   */
+  readonly billingStartsAt: "accepted" | "running";
+  /** minimum billed minutes per start (VRAMfarm: 15; others 0) */
+  readonly minimumBilledMinutes: number;
   listOffers(query: OfferQuery): Promise<ProviderOffer[]>;
   rent(offer: ProviderOffer, spec: MachineSpec): Promise<RentResult>;
   status(ref: string): Promise<MachineStatus>;

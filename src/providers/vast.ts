@@ -154,6 +154,8 @@ export function createVastProvider(options: VastOptions): Provider {
     name: "vast",
     currency: "USD",
     labelled: true,
+    billingStartsAt: "accepted",
+    minimumBilledMinutes: 0,
 
     async listOffers(query: OfferQuery): Promise<ProviderOffer[]> {
       const response = await http.send({ method: "POST", url: url("/api/v0/bundles/"), body: bundlesQuery(query) });

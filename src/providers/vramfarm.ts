@@ -1,6 +1,7 @@
 import { HttpClient, ProviderError, type HttpResponse } from "./http";
 import type { Balance, LookupHint, MachineSpec, MachineStatus, OfferQuery, OwnMachine, Provider, ProviderOffer, RentResult } from "./types";
 import {
+  MIN_BILLED_MINUTES,
   AccountResponseSchema,
   CreatedSchema,
   ErrorBodySchema,
@@ -114,6 +115,8 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
     currency: "EUR",
     // No labels (providers.md §3): findByLabel needs a LookupHint.
     labelled: false,
+    billingStartsAt: "running",
+    minimumBilledMinutes: MIN_BILLED_MINUTES,
 
     async listOffers(query: OfferQuery): Promise<ProviderOffer[]> {
       if (query.template === "ollama") return [];

@@ -21,6 +21,8 @@ export function stubProvider(
     name,
     currency: name === "vramfarm" ? "EUR" : "USD",
     labelled: name !== "vramfarm",
+    billingStartsAt: name === "vramfarm" ? "running" : "accepted",
+    minimumBilledMinutes: name === "vramfarm" ? 15 : 0,
     calls,
     listOffers: async (query) => {
       calls.push(query);
