@@ -32,7 +32,13 @@ async function drive(n, limit, task) {
 try {
   const config = await worker.api("/v1/sim/config", {
     method: "PUT",
-    body: JSON.stringify({ boot_seconds: 2, ready_seconds: 1, linger_seconds: 2, stock_scale: 100, credit_usd: 1_000_000 }),
+    body: JSON.stringify({
+      boot_seconds: 2,
+      ready_seconds: 1,
+      linger_seconds: 2,
+      stock_scale: 100,
+      credit_usd: 1_000_000,
+    }),
   });
   if (!config.ok) throw new Error(`sim config: ${config.status} ${await config.text()}`);
 
@@ -40,7 +46,15 @@ try {
   const post = await drive(total, concurrency, async (i) => {
     const res = await worker.api("/v1/leases", {
       method: "POST",
-      body: JSON.stringify({ name: `load-${i}`, provider: "sim", gpu: "4090", template: "custom", image: "ghcr.io/gpulease/load:1", cmd: "true", max_minutes: 2 }),
+      body: JSON.stringify({
+        name: `load-${i}`,
+        provider: "sim",
+        gpu: "4090",
+        template: "custom",
+        image: "ghcr.io/gpulease/load:1",
+        cmd: "true",
+        max_minutes: 2,
+      }),
     });
     const body = await res.json();
     if (res.status !== 202) throw new Error(`lease ${i}: ${res.status} ${JSON.stringify(body)}`);
@@ -79,10 +93,16 @@ try {
   const g = stats(get.latencies);
   const s = stats(stop.latencies);
   console.log(`${total} sim leases, concurrency ${concurrency}, local wrangler dev`);
-  console.log(`POST /v1/leases: ${(total / post.seconds).toFixed(1)} req/s, p50 ${p.median.toFixed(0)} ms, p95 ${p.p95.toFixed(0)} ms, max ${p.max.toFixed(0)} ms`);
-  console.log(`GET /v1/leases?limit=50: ${(total / get.seconds).toFixed(1)} req/s, p50 ${g.median.toFixed(0)} ms, p95 ${g.p95.toFixed(0)} ms`);
+  console.log(
+    `POST /v1/leases: ${(total / post.seconds).toFixed(1)} req/s, p50 ${p.median.toFixed(0)} ms, p95 ${p.p95.toFixed(0)} ms, max ${p.max.toFixed(0)} ms`,
+  );
+  console.log(
+    `GET /v1/leases?limit=50: ${(total / get.seconds).toFixed(1)} req/s, p50 ${g.median.toFixed(0)} ms, p95 ${g.p95.toFixed(0)} ms`,
+  );
   console.log(`POST /v1/leases/{id}/stop: p50 ${s.median.toFixed(0)} ms, p95 ${s.p95.toFixed(0)} ms`);
-  console.log(`ended stopped with teardown verified: ${verified}/${total}; machines still alive at the sim: ${running}`);
+  console.log(
+    `ended stopped with teardown verified: ${verified}/${total}; machines still alive at the sim: ${running}`,
+  );
   if (verified !== total || running !== 0) process.exitCode = 1;
 } finally {
   worker.stop();

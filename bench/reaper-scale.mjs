@@ -5,6 +5,7 @@
 import { spawnSync } from "node:child_process";
 
 const run = spawnSync("node_modules/.bin/vitest", ["run", "test/reaper/scale.test.ts"], { encoding: "utf8" });
+// biome-ignore lint/suspicious/noControlCharactersInRegex: strips ANSI colour codes from vitest output
 const out = `${run.stdout}\n${run.stderr}`.replace(/\x1b\[[0-9;]*m/g, "");
 const figures = out.split("\n").filter((line) => line.startsWith('{"rows"'));
 if (run.status !== 0 || figures.length === 0) {
@@ -14,5 +15,7 @@ if (run.status !== 0 || figures.length === 0) {
 console.log("reaper run by lease rows in the ledger (3 providers, 2 orphans planted per run):");
 for (const line of figures) {
   const f = JSON.parse(line);
-  console.log(`  ${String(f.rows).padStart(5)} rows: ${f.providerCalls} provider calls, ${f.d1Trips} D1 round trips, ${f.keeperCalls} keeper calls -> ${f.subrequests} subrequests (free plan: 50)`);
+  console.log(
+    `  ${String(f.rows).padStart(5)} rows: ${f.providerCalls} provider calls, ${f.d1Trips} D1 round trips, ${f.keeperCalls} keeper calls -> ${f.subrequests} subrequests (free plan: 50)`,
+  );
 }

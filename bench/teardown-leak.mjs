@@ -2,8 +2,9 @@
 // the keeper verifies every V s. Leaked seconds = machine gone − cap moment (target max ≤ L+V+2),
 // and provider calls per keeper alarm invocation (target ≤ 3), seen at the fake.
 //   node bench/teardown-leak.mjs [leases=20] [L=3] [V=2]
-import { startFakeCloud } from "./lib/fake-cloud.mjs";
+
 import { startWorker, stats } from "../scripts/lib/local-worker.mjs";
+import { startFakeCloud } from "./lib/fake-cloud.mjs";
 
 const count = Number(process.argv[2] ?? 20);
 const lingerS = Number(process.argv[3] ?? 3);
@@ -11,14 +12,32 @@ const verifyS = Number(process.argv[4] ?? 2);
 const cloud = await startFakeCloud({ bootMs: 2_000, lingerMs: lingerS * 1000 });
 const runpod = cloud.fakes.runpod;
 const worker = await startWorker({
-  vars: [...cloud.varArgs, "--var", `VERIFY_INTERVAL_S:${verifyS}`, "--var", "POLL_INTERVAL_S:2", "--var", `MAX_ACTIVE_LEASES:${count + 5}`],
+  vars: [
+    ...cloud.varArgs,
+    "--var",
+    `VERIFY_INTERVAL_S:${verifyS}`,
+    "--var",
+    "POLL_INTERVAL_S:2",
+    "--var",
+    `MAX_ACTIVE_LEASES:${count + 5}`,
+  ],
 });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 try {
-  const body = { provider: "runpod", gpu: "4090", template: "custom", image: "ghcr.io/gpulease/bench:1", cmd: "sleep infinity", max_minutes: 1 };
+  const body = {
+    provider: "runpod",
+    gpu: "4090",
+    template: "custom",
+    image: "ghcr.io/gpulease/bench:1",
+    cmd: "sleep infinity",
+    max_minutes: 1,
+  };
   const leases = await Promise.all(
     Array.from({ length: count }, async (_, i) => {
-      const res = await worker.api("/v1/leases", { method: "POST", body: JSON.stringify({ ...body, name: `leak-${i}` }) });
+      const res = await worker.api("/v1/leases", {
+        method: "POST",
+        body: JSON.stringify({ ...body, name: `leak-${i}` }),
+      });
       const lease = await res.json();
       if (res.status !== 202) throw new Error(`rent ${i}: ${res.status} ${JSON.stringify(lease)}`);
       return lease;
@@ -34,7 +53,8 @@ try {
   }
   const leaked = [];
   for (const lease of done) {
-    if (lease.status !== "stopped" || lease.stop_reason !== "max_minutes") throw new Error(`lease ${lease.id}: ${lease.status} ${lease.stop_reason} ${lease.error}`);
+    if (lease.status !== "stopped" || lease.stop_reason !== "max_minutes")
+      throw new Error(`lease ${lease.id}: ${lease.status} ${lease.stop_reason} ${lease.error}`);
     const machine = runpod.model.get(lease.provider_ref);
     const goneAt = machine.terminateRequestedAt + machine.lingerMs;
     const capAt = Date.parse(lease.running_at) + lease.max_minutes * 60_000;
@@ -58,8 +78,12 @@ try {
   const l = stats(leaked);
   const p = stats(perAlarm);
   console.log(`L = ${lingerS} s, V = ${verifyS} s, ${count} leases stopped by max_minutes, all teardown-verified`);
-  console.log(`leaked seconds (gone − cap): median ${l.median.toFixed(1)}, max ${l.max.toFixed(1)} (target ≤ ${lingerS + verifyS + 2})`);
-  console.log(`provider calls per keeper alarm invocation: median ${p.median}, max ${p.max} over ${p.n} invocations (target ≤ 3)`);
+  console.log(
+    `leaked seconds (gone − cap): median ${l.median.toFixed(1)}, max ${l.max.toFixed(1)} (target ≤ ${lingerS + verifyS + 2})`,
+  );
+  console.log(
+    `provider calls per keeper alarm invocation: median ${p.median}, max ${p.max} over ${p.n} invocations (target ≤ 3)`,
+  );
 } finally {
   worker.stop();
   await cloud.close();

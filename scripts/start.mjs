@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `npm start`: local D1 migrated, the simulated cloud on, a local admin token, wrangler dev.
 // Extra arguments go to wrangler dev, e.g. `npm start -- --port 8788 --var VAST_API_URL:http://127.0.0.1:9001`.
-import { spawnSync, spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, readFileSync } from "node:fs";
 
 const wrangler = "node_modules/.bin/wrangler";

@@ -7,13 +7,13 @@ import { tokenRoutes } from "./auth/routes";
 import { ConfigError, loadConfig } from "./config";
 import { ApiError, ErrorSchema } from "./errors";
 import { leaseCallbackRoutes, leaseRoutes } from "./leases/routes";
-import { scrubText } from "./providers/scrub";
 import { offerRoutes } from "./offers/routes";
+import { scrubText } from "./providers/scrub";
 import { reaperRoutes } from "./reaper/routes";
 import { createRouter } from "./router";
 import { scheduleRoutes } from "./schedules/routes";
-import { simRoutes } from "./sim/routes";
 import { createServices, type Services } from "./services";
+import { simRoutes } from "./sim/routes";
 import { VERSION } from "./version";
 
 const healthRoute = createRoute({
@@ -73,7 +73,9 @@ export function createApp(options: AppOptions = {}) {
   });
   app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "gpulease API" }));
 
-  app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}`, code: "not_found" as const }, 404));
+  app.notFound((c) =>
+    c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}`, code: "not_found" as const }, 404),
+  );
 
   app.onError((err, c) => {
     if (err instanceof ApiError) {

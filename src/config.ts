@@ -66,7 +66,11 @@ const varsSchema = z.object({
   BUDGET_DAILY_USD: optionalAmount,
   BUDGET_MONTHLY_USD: optionalAmount,
   EUR_USD: positiveNumber.default(1.08),
-  REAPER_MODE: z.string().trim().pipe(z.enum(["enforce", "report"])).default("enforce"),
+  REAPER_MODE: z
+    .string()
+    .trim()
+    .pipe(z.enum(["enforce", "report"]))
+    .default("enforce"),
   RATE_LIMIT_PER_MIN: wholeNumber(1, 1_000_000).default(60),
   RENT_RATE_LIMIT_PER_MIN: wholeNumber(1, 1_000_000).default(10),
   PUBLIC_URL: z
@@ -167,9 +171,7 @@ export function loadConfig(env: Partial<Record<keyof Vars, unknown>>): Config {
   }
   const parsed = varsSchema.safeParse(raw);
   if (!parsed.success) {
-    throw new ConfigError(
-      parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`),
-    );
+    throw new ConfigError(parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`));
   }
   const config = toConfig(parsed.data);
   cache.set(env, config);

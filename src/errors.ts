@@ -77,12 +77,22 @@ const descriptions: Record<ErrorCode, string> = {
 /** OpenAPI `responses` entries for the given error codes (codes sharing a status are merged). */
 export function errorResponses(...codes: ErrorCode[]) {
   const byStatus = new Map<number, ErrorCode[]>();
-  for (const code of ["invalid_request", "unauthorized", "forbidden", "rate_limited", "internal", ...codes] as ErrorCode[]) {
+  for (const code of [
+    "invalid_request",
+    "unauthorized",
+    "forbidden",
+    "rate_limited",
+    "internal",
+    ...codes,
+  ] as ErrorCode[]) {
     const list = byStatus.get(statusByCode[code]) ?? [];
     if (!list.includes(code)) list.push(code);
     byStatus.set(statusByCode[code], list);
   }
-  const responses: Record<number, { description: string; content: { "application/json": { schema: typeof ErrorSchema } } }> = {};
+  const responses: Record<
+    number,
+    { description: string; content: { "application/json": { schema: typeof ErrorSchema } } }
+  > = {};
   for (const [status, list] of byStatus) {
     responses[status] = {
       description: list.map((code) => `\`${code}\`: ${descriptions[code]}`).join(" "),

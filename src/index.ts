@@ -5,12 +5,11 @@ import { runReaper } from "./reaper/reaper";
 import { runDispatcher } from "./schedules/dispatcher";
 import { createServices } from "./services";
 
+export { RateLimiter } from "./auth/rate-limiter";
 export { LeaseKeeper } from "./keeper/keeper";
 export { SimCloud } from "./sim/cloud";
-export { RateLimiter } from "./auth/rate-limiter";
 
 const app = createApp();
-
 
 export default {
   fetch: app.fetch,

@@ -1,4 +1,4 @@
-import { OpenAPIHono, type Hook, z } from "@hono/zod-openapi";
+import { type Hook, OpenAPIHono, z } from "@hono/zod-openapi";
 import { ApiError } from "./errors";
 import type { AppEnv } from "./services";
 

@@ -1,5 +1,5 @@
 import type { Config } from "./config";
-import { systemClock, systemSleep, type Clock, type Sleep } from "./lib/time";
+import { type Clock, type Sleep, systemClock, systemSleep } from "./lib/time";
 import { createProviders, type ProviderRegistry } from "./providers/registry";
 
 export type Scope = "read" | "rent" | "stop" | "admin";
@@ -27,6 +27,11 @@ export type AppEnv = {
 };
 
 /** Builds the services of one invocation from the env and its parsed config. */
-export function createServices(env: Env, config: Config, clock: Clock = systemClock, sleep: Sleep = systemSleep): Services {
+export function createServices(
+  env: Env,
+  config: Config,
+  clock: Clock = systemClock,
+  sleep: Sleep = systemSleep,
+): Services {
   return { env, config, db: env.DB, providers: createProviders(env, config, clock, sleep), clock, sleep };
 }

@@ -24,7 +24,9 @@ export async function api(
 }
 
 /** Asserts the error envelope and returns it. */
-export async function errorBody(res: Response): Promise<{ error: string; code: string; issues?: { path: string; message: string }[] }> {
+export async function errorBody(
+  res: Response,
+): Promise<{ error: string; code: string; issues?: { path: string; message: string }[] }> {
   const body = (await res.json()) as { error: string; code: string; issues?: { path: string; message: string }[] };
   if (typeof body.error !== "string" || typeof body.code !== "string") {
     throw new Error(`not an error envelope: ${JSON.stringify(body)}`);

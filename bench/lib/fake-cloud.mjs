@@ -6,8 +6,8 @@
 // prints the `npm start -- --var ...` arguments that point the worker at them.
 import { spawnSync } from "node:child_process";
 import { createServer } from "node:http";
-import { fileURLToPath, pathToFileURL } from "node:url";
 import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
@@ -16,7 +16,14 @@ export async function loadFakes() {
   const out = join(root, "bench", "out", "fakes.mjs");
   const build = spawnSync(
     join(root, "node_modules", ".bin", "esbuild"),
-    [join(root, "bench", "lib", "fakes-entry.ts"), "--bundle", "--platform=node", "--format=esm", `--outfile=${out}`, "--log-level=warning"],
+    [
+      join(root, "bench", "lib", "fakes-entry.ts"),
+      "--bundle",
+      "--platform=node",
+      "--format=esm",
+      `--outfile=${out}`,
+      "--log-level=warning",
+    ],
     { stdio: "inherit" },
   );
   if (build.status !== 0) throw new Error("esbuild failed");
@@ -31,7 +38,11 @@ async function toWebRequest(req, url) {
   for (const [name, value] of Object.entries(req.headers)) {
     if (typeof value === "string") headers.set(name, value);
   }
-  return new Request(url, { method: req.method, headers, body: req.method === "GET" || req.method === "HEAD" ? undefined : body });
+  return new Request(url, {
+    method: req.method,
+    headers,
+    body: req.method === "GET" || req.method === "HEAD" ? undefined : body,
+  });
 }
 
 /**
@@ -84,11 +95,16 @@ export async function startFakeCloud({ basePort = 9301, delayMs = 0, bootMs = 5_
     }
   }
   const [rp, vs, vf] = await Promise.all([
-    serveFake(runpod, basePort, (path) => {
-      // http://127.0.0.1:PORT/proxy/{id}-{port}/api/version -> RunPod's proxy host for that pod
-      const proxy = /^\/proxy\/([a-z0-9]+-\d+)(\/.*)?$/.exec(path);
-      return proxy ? `http://${proxy[1]}.proxy.runpod.fake${proxy[2] ?? "/"}` : `http://runpod.fake${path}`;
-    }, { delayMs, calls: 0 }),
+    serveFake(
+      runpod,
+      basePort,
+      (path) => {
+        // http://127.0.0.1:PORT/proxy/{id}-{port}/api/version -> RunPod's proxy host for that pod
+        const proxy = /^\/proxy\/([a-z0-9]+-\d+)(\/.*)?$/.exec(path);
+        return proxy ? `http://${proxy[1]}.proxy.runpod.fake${proxy[2] ?? "/"}` : `http://runpod.fake${path}`;
+      },
+      { delayMs, calls: 0 },
+    ),
     serveFake(vast, basePort + 1, (path) => `http://vast.fake${path}`, { delayMs, calls: 0 }),
     serveFake(vramfarm, basePort + 2, (path) => `http://vramfarm.fake${path}`, { delayMs, calls: 0 }),
   ]);
@@ -115,7 +131,11 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
     const i = process.argv.indexOf(`--${name}`);
     return i > 0 ? Number(process.argv[i + 1]) : fallback;
   };
-  const cloud = await startFakeCloud({ delayMs: arg("delay-ms", 0), bootMs: arg("boot-ms", 5000), lingerMs: arg("linger-ms", 3000) });
+  const cloud = await startFakeCloud({
+    delayMs: arg("delay-ms", 0),
+    bootMs: arg("boot-ms", 5000),
+    lingerMs: arg("linger-ms", 3000),
+  });
   console.log("fake RunPod, Vast.ai and VRAMfarm listening on 127.0.0.1:9301-9303");
   console.log(`npm start -- ${cloud.varArgs.map((a) => (a === "--var" ? a : `'${a}'`)).join(" ")}`);
 }

@@ -1,4 +1,4 @@
 // Bundled by bench/lib/fake-cloud.mjs so the wire-faithful test fakes also run as plain HTTP servers.
-export { RunpodFake, RUNPOD_FAKE_KEY } from "../../test/fakes/runpod";
-export { VastFake, VAST_FAKE_KEY } from "../../test/fakes/vast";
-export { VramfarmFake, VRAMFARM_FAKE_TOKEN } from "../../test/fakes/vramfarm";
+export { RUNPOD_FAKE_KEY, RunpodFake } from "../../test/fakes/runpod";
+export { VAST_FAKE_KEY, VastFake } from "../../test/fakes/vast";
+export { VRAMFARM_FAKE_TOKEN, VramfarmFake } from "../../test/fakes/vramfarm";

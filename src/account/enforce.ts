@@ -1,6 +1,6 @@
 import { mapLimit, stopViaKeeper } from "../reaper/keepers";
 import type { Services } from "../services";
-import { checkBudget, type BudgetBreach } from "./budget";
+import { type BudgetBreach, checkBudget } from "./budget";
 import { roundUsd } from "./spend";
 
 export interface BudgetEnforcement {

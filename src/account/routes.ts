@@ -1,9 +1,9 @@
-import { withTimeout } from "../lib/timeout";
 import { createRoute, z } from "@hono/zod-openapi";
 import { requireScope } from "../auth/middleware";
 import { errorResponses } from "../errors";
+import { withTimeout } from "../lib/timeout";
 import { scrubError } from "../providers/scrub";
-import { CurrencySchema, ProviderNameSchema, providerNames, type ProviderName } from "../providers/types";
+import { CurrencySchema, type ProviderName, ProviderNameSchema, providerNames } from "../providers/types";
 import { bearerSecurity, createRouter } from "../router";
 import type { Services } from "../services";
 import { loadSpend, roundUsd } from "./spend";
@@ -30,16 +30,18 @@ const AccountSchema = z
         today: z.number(),
         month: z.number(),
         currency: z.literal("USD"),
-        committed_today: z.number().openapi({ description: "spent today plus what active leases may still cost by their caps" }),
+        committed_today: z
+          .number()
+          .openapi({ description: "spent today plus what active leases may still cost by their caps" }),
         committed_month: z.number(),
       })
       .openapi({ description: "UTC day and month; a lease running across midnight counts pro rata" }),
     budget: z.object({ daily: z.number().nullable(), monthly: z.number().nullable() }),
     active_leases: z.number().int(),
     limits: z.object({ max_active_leases: z.number().int() }),
-    unverified_teardowns: z
-      .array(z.string())
-      .openapi({ description: "leases whose teardown has not been verified after its window: check them at the provider" }),
+    unverified_teardowns: z.array(z.string()).openapi({
+      description: "leases whose teardown has not been verified after its window: check them at the provider",
+    }),
   })
   .openapi("Account");
 
@@ -94,7 +96,9 @@ export const accountRoutes = createRouter().openapi(accountRoute, async (c) => {
       budget: { daily: services.config.budgetDailyUsd, monthly: services.config.budgetMonthlyUsd },
       active_leases: spend.activeLeases.length,
       limits: { max_active_leases: services.config.maxActiveLeases },
-      unverified_teardowns: spend.activeLeases.filter((l) => l.status === "stopping" && l.error === "teardown_unverified").map((l) => l.id),
+      unverified_teardowns: spend.activeLeases
+        .filter((l) => l.status === "stopping" && l.error === "teardown_unverified")
+        .map((l) => l.id),
     },
     200,
   );

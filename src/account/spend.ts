@@ -1,5 +1,5 @@
 import { timeCost, toUsd } from "../keeper/billing";
-import { LeaseRowSchema, type LeaseRow } from "../leases/ledger";
+import { type LeaseRow, LeaseRowSchema } from "../leases/ledger";
 import { iso, ms } from "../lib/time";
 
 /** Budget periods are UTC days and UTC calendar months. */
@@ -66,7 +66,13 @@ export interface StoppedTotals {
 export function summariseSpend(totals: StoppedTotals, leases: readonly LeaseRow[], now: number, eurUsd: number): Spend {
   const day = dayStart(now);
   const month = monthStart(now);
-  const spend: Spend = { today: totals.todayUsd, month: totals.monthUsd, committedToday: 0, committedMonth: 0, activeLeases: [] };
+  const spend: Spend = {
+    today: totals.todayUsd,
+    month: totals.monthUsd,
+    committedToday: 0,
+    committedMonth: 0,
+    activeLeases: [],
+  };
   let remaining = 0;
   for (const lease of leases) {
     const [from, to] = span(lease, now);

@@ -13,9 +13,14 @@ const BEARER = /^Bearer\s+([A-Za-z0-9._~+/=-]+)\s*$/i;
 export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
   const match = BEARER.exec(c.req.header("Authorization") ?? "");
   if (!match?.[1]) {
-    throw new ApiError("unauthorized", "missing bearer token (Authorization: Bearer <token>)", {}, {
-      "WWW-Authenticate": 'Bearer realm="gpulease"',
-    });
+    throw new ApiError(
+      "unauthorized",
+      "missing bearer token (Authorization: Bearer <token>)",
+      {},
+      {
+        "WWW-Authenticate": 'Bearer realm="gpulease"',
+      },
+    );
   }
   const token = match[1];
   const { config, db, clock } = c.get("services");
@@ -27,9 +32,14 @@ export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
     if (stored) caller = { tokenId: stored.id, scopes: stored.scopes };
   }
   if (!caller) {
-    throw new ApiError("unauthorized", "unknown or revoked token", {}, {
-      "WWW-Authenticate": 'Bearer realm="gpulease", error="invalid_token"',
-    });
+    throw new ApiError(
+      "unauthorized",
+      "unknown or revoked token",
+      {},
+      {
+        "WWW-Authenticate": 'Bearer realm="gpulease", error="invalid_token"',
+      },
+    );
   }
   c.set("caller", caller);
   await next();
@@ -58,7 +68,10 @@ export const enforceScope = createMiddleware<AppEnv>(async (c, next) => {
   const { scope } = accessRuleFor(c.req.method, c.req.path);
   const caller = c.get("caller");
   if (!hasScope(caller, scope)) {
-    throw new ApiError("forbidden", `${c.req.method} on this route needs the '${scope}' scope; the token has ${caller.scopes.join(", ")}`);
+    throw new ApiError(
+      "forbidden",
+      `${c.req.method} on this route needs the '${scope}' scope; the token has ${caller.scopes.join(", ")}`,
+    );
   }
   await next();
 });
@@ -87,7 +100,8 @@ export const rateLimit = createMiddleware<AppEnv>(async (c, next) => {
     admission = { admitted: true };
   }
   if (!admission.admitted) {
-    const what = admission.limit === "rentals" ? `${config.rentRateLimitPerMin} rentals` : `${config.rateLimitPerMin} requests`;
+    const what =
+      admission.limit === "rentals" ? `${config.rentRateLimitPerMin} rentals` : `${config.rateLimitPerMin} requests`;
     throw new ApiError(
       "rate_limited",
       `this token is limited to ${what} a minute; retry in ${admission.retryAfterS} s`,

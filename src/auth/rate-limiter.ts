@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { z } from "zod";
-import { admit, emptyLog, type Admission, type WindowLog } from "./rate-window";
+import { type Admission, admit, emptyLog, type WindowLog } from "./rate-window";
 
 const AdmitRequestSchema = z.object({
   rental: z.boolean(),

@@ -12,9 +12,7 @@ export interface WindowLog {
   rentals: number[];
 }
 
-export type Admission =
-  | { admitted: true }
-  | { admitted: false; limit: "requests" | "rentals"; retryAfterS: number };
+export type Admission = { admitted: true } | { admitted: false; limit: "requests" | "rentals"; retryAfterS: number };
 
 export const emptyLog = (): WindowLog => ({ requests: [], rentals: [] });
 

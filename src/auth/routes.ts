@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { ApiError, errorResponses } from "../errors";
-import { idPattern, newId } from "../lib/ids";
 import { randomSecret } from "../lib/crypto";
+import { idPattern, newId } from "../lib/ids";
 import { bearerSecurity, createRouter } from "../router";
 import { insertToken, listTokens, revokeToken, scopeValues } from "./tokens-store";
 
@@ -101,7 +101,10 @@ export const tokenRoutes = createRouter()
     const now = clock();
     const secret = `${TOKEN_PREFIX}${randomSecret(TOKEN_RANDOM_BYTES)}`;
     const stored = await insertToken(db, { id: newId("tok", now), name, scopes, secret, createdAt: now });
-    return c.json({ id: stored.id, name: stored.name, scopes: stored.scopes, token: secret, created_at: stored.created_at }, 201);
+    return c.json(
+      { id: stored.id, name: stored.name, scopes: stored.scopes, token: secret, created_at: stored.created_at },
+      201,
+    );
   })
   .openapi(listTokensRoute, async (c) => {
     const tokens = await listTokens(c.get("services").db);

@@ -26,7 +26,9 @@ export async function findActiveToken(db: D1Database, token: string, now: number
   if (!token.startsWith("gl_")) return null;
   const hash = await sha256Hex(token);
   const row = await db
-    .prepare("SELECT id, name, scopes, created_at, last_used_at, revoked_at FROM tokens WHERE token_hash = ? AND revoked_at IS NULL")
+    .prepare(
+      "SELECT id, name, scopes, created_at, last_used_at, revoked_at FROM tokens WHERE token_hash = ? AND revoked_at IS NULL",
+    )
     .bind(hash)
     .first();
   if (!row) return null;
@@ -53,13 +55,22 @@ export async function insertToken(
     .prepare("INSERT INTO tokens (id, name, token_hash, scopes, created_at) VALUES (?, ?, ?, ?, ?)")
     .bind(token.id, token.name, await sha256Hex(token.secret), JSON.stringify(token.scopes), iso(token.createdAt))
     .run();
-  return { id: token.id, name: token.name, scopes: [...token.scopes], created_at: iso(token.createdAt), last_used_at: null, revoked_at: null };
+  return {
+    id: token.id,
+    name: token.name,
+    scopes: [...token.scopes],
+    created_at: iso(token.createdAt),
+    last_used_at: null,
+    revoked_at: null,
+  };
 }
 
 /** Every token, revoked ones included, newest first. */
 export async function listTokens(db: D1Database): Promise<TokenRow[]> {
   const { results } = await db
-    .prepare("SELECT id, name, scopes, created_at, last_used_at, revoked_at FROM tokens ORDER BY created_at DESC, id DESC")
+    .prepare(
+      "SELECT id, name, scopes, created_at, last_used_at, revoked_at FROM tokens ORDER BY created_at DESC, id DESC",
+    )
     .all();
   return results.map(parseTokenRow);
 }

@@ -6,7 +6,15 @@ const HOUR_MS = 3_600_000;
 /** The lease fields billing depends on. */
 export type BilledLease = Pick<
   LeaseRow,
-  "provider" | "price_per_hour" | "currency" | "spec" | "created_at" | "rented_at" | "running_at" | "max_minutes" | "max_cost"
+  | "provider"
+  | "price_per_hour"
+  | "currency"
+  | "spec"
+  | "created_at"
+  | "rented_at"
+  | "running_at"
+  | "max_minutes"
+  | "max_cost"
 >;
 
 /** Amount in USD: VRAMfarm bills in EUR, converted with EUR_USD. */

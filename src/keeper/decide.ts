@@ -132,7 +132,13 @@ export function capReached(lease: LeaseRow, loop: LoopState, now: number, s: Kee
 }
 
 /** The decision for a cap reached before polling. */
-export function decideCap(lease: LeaseRow, loop: LoopState, cause: StopCause, now: number, s: KeeperSettings): Decision {
+export function decideCap(
+  lease: LeaseRow,
+  loop: LoopState,
+  cause: StopCause,
+  now: number,
+  s: KeeperSettings,
+): Decision {
   return {
     patch: stoppingPatch(lease, loop, cause, now),
     events: [{ kind: "stop_requested", detail: `${cause.reason ?? "error"}: ${cause.detail}` }],
@@ -144,11 +150,21 @@ export function decideCap(lease: LeaseRow, loop: LoopState, cause: StopCause, no
 
 /** What a status poll of a provisioning or running lease returned. */
 export type PollResult =
-  | { ok: true; status: MachineStatus; /** null when not asked (not running yet, or not Ollama) */ ollamaReady: boolean | null }
+  | {
+      ok: true;
+      status: MachineStatus /** null when not asked (not running yet, or not Ollama) */;
+      ollamaReady: boolean | null;
+    }
   | { ok: false; error: string };
 
 /** Provisioning or running: decide from one status poll. */
-export function decideAfterPoll(lease: LeaseRow, loop: LoopState, poll: PollResult, now: number, s: KeeperSettings): Decision {
+export function decideAfterPoll(
+  lease: LeaseRow,
+  loop: LoopState,
+  poll: PollResult,
+  now: number,
+  s: KeeperSettings,
+): Decision {
   const events: NewEvent[] = [];
   const seen = (summary: string, event: NewEvent) => {
     if (loop.lastSeen !== summary) events.push(event);
@@ -156,13 +172,20 @@ export function decideAfterPoll(lease: LeaseRow, loop: LoopState, poll: PollResu
   };
 
   if (!poll.ok) {
-    const nextLoop = { ...loop, lastSeen: seen(`status_failed:${poll.error}`, { kind: "status_failed", detail: poll.error }) };
+    const nextLoop = {
+      ...loop,
+      lastSeen: seen(`status_failed:${poll.error}`, { kind: "status_failed", detail: poll.error }),
+    };
     return { patch: {}, events, loop: nextLoop, nextAlarmAt: nextPollAt(lease, nextLoop, now, s), teardownNow: false };
   }
 
   const status = poll.status;
   const trafficCost = Math.max(loop.trafficCost, status.traffic_cost ?? 0);
-  let nextLoop: LoopState = { ...loop, trafficCost, goneReads: status.state === "gone" ? (loop.goneReads ?? 0) + 1 : 0 };
+  let nextLoop: LoopState = {
+    ...loop,
+    trafficCost,
+    goneReads: status.state === "gone" ? (loop.goneReads ?? 0) + 1 : 0,
+  };
   const cost = currentCost(lease, nextLoop, now, status.cost);
 
   if (status.state === "gone" && nextLoop.goneReads < 2) {
@@ -170,7 +193,9 @@ export function decideAfterPoll(lease: LeaseRow, loop: LoopState, poll: PollResu
     // job: look once more, soon, before concluding the machine died.
     return {
       patch: cost !== lease.cost ? { cost } : {},
-      events: [{ kind: "gone_unconfirmed", detail: "the provider reports the machine gone; checking again before stopping" }],
+      events: [
+        { kind: "gone_unconfirmed", detail: "the provider reports the machine gone; checking again before stopping" },
+      ],
       loop: nextLoop,
       nextAlarmAt: now + s.verifyIntervalMs,
       teardownNow: false,
@@ -202,11 +227,25 @@ export function decideAfterPoll(lease: LeaseRow, loop: LoopState, poll: PollResu
       patch.running_at = iso(now);
       events.push({ kind: "running", detail: status.access?.urls.length ? status.access.urls.join(" ") : null });
       nextLoop = { ...nextLoop, lastSeen: "running" };
-      const runningLease: LeaseRow = { ...lease, ...(patch as Partial<LeaseRow>), access: patch.access ?? lease.access };
-      return { patch, events, loop: nextLoop, nextAlarmAt: nextPollAt(runningLease, nextLoop, now, s), teardownNow: false };
+      const runningLease: LeaseRow = {
+        ...lease,
+        ...(patch as Partial<LeaseRow>),
+        access: patch.access ?? lease.access,
+      };
+      return {
+        patch,
+        events,
+        loop: nextLoop,
+        nextAlarmAt: nextPollAt(runningLease, nextLoop, now, s),
+        teardownNow: false,
+      };
     }
     const summary =
-      status.state === "running" ? "waiting_for_ollama" : status.state === "booting" ? "booting" : `state:${status.state}`;
+      status.state === "running"
+        ? "waiting_for_ollama"
+        : status.state === "booting"
+          ? "booting"
+          : `state:${status.state}`;
     const detail =
       summary === "waiting_for_ollama"
         ? "the container runs; waiting for the Ollama server to answer"
@@ -215,7 +254,13 @@ export function decideAfterPoll(lease: LeaseRow, loop: LoopState, poll: PollResu
           : "the provider's status is unclear; still waiting";
     nextLoop = { ...nextLoop, lastSeen: seen(summary, { kind: summary === "booting" ? "booting" : summary, detail }) };
   } else {
-    nextLoop = { ...nextLoop, lastSeen: status.state === "running" ? "running" : seen(`state:${status.state}`, { kind: "machine_state", detail: `the provider reports ${status.state}` }) };
+    nextLoop = {
+      ...nextLoop,
+      lastSeen:
+        status.state === "running"
+          ? "running"
+          : seen(`state:${status.state}`, { kind: "machine_state", detail: `the provider reports ${status.state}` }),
+    };
   }
 
   const updated: LeaseRow = { ...lease, cost: patch.cost ?? lease.cost };
@@ -230,7 +275,11 @@ export function decideAfterPoll(lease: LeaseRow, loop: LoopState, poll: PollResu
     };
   }
   if (lease.max_cost !== null && toUsd(cost, lease.currency, s.eurUsd) >= lease.max_cost) {
-    const costCause: StopCause = { reason: "max_cost", error: null, detail: `max_cost (${lease.max_cost} USD) reached` };
+    const costCause: StopCause = {
+      reason: "max_cost",
+      error: null,
+      detail: `max_cost (${lease.max_cost} USD) reached`,
+    };
     return {
       patch: { ...patch, ...stoppingPatch(updated, nextLoop, costCause, now), cost },
       events: [...events, { kind: "stop_requested", detail: `max_cost: ${costCause.detail}` }],
@@ -271,9 +320,15 @@ export interface TeardownResult {
 }
 
 /** Stopping: `stopped` only on a status read (or a clean label listing) that says gone. */
-export function decideTeardown(lease: LeaseRow, loop: LoopState, result: TeardownResult, now: number, s: KeeperSettings): Decision {
+export function decideTeardown(
+  lease: LeaseRow,
+  loop: LoopState,
+  result: TeardownResult,
+  now: number,
+  s: KeeperSettings,
+): Decision {
   const events: NewEvent[] = [];
-  let nextLoop = { ...loop };
+  const nextLoop = { ...loop };
   const patch: LeasePatch = {};
 
   if (result.lookup) {
@@ -285,7 +340,13 @@ export function decideTeardown(lease: LeaseRow, loop: LoopState, result: Teardow
     } else if (now - ms(lease.created_at) >= s.rentWindowMs) {
       // A listing that parsed and holds no machine with this label: nothing was created. Only
       // conclusive once no request can still be renting for this lease.
-      return stoppedDecision(lease, nextLoop, patch, [...events, { kind: "stopped", detail: "no machine carries this lease's label" }], now);
+      return stoppedDecision(
+        lease,
+        nextLoop,
+        patch,
+        [...events, { kind: "stopped", detail: "no machine carries this lease's label" }],
+        now,
+      );
     }
   }
   if (result.terminate) {
@@ -301,11 +362,18 @@ export function decideTeardown(lease: LeaseRow, loop: LoopState, result: Teardow
   // Two "gone" reads in a row: a status that flaps to gone while an ignored terminate leaves the
   // machine running must not end the teardown.
   if (gone && nextLoop.goneReads >= 2) {
-    return stoppedDecision(lease, nextLoop, patch, [...events, { kind: "stopped", detail: "the provider confirms the machine is gone" }], now);
+    return stoppedDecision(
+      lease,
+      nextLoop,
+      patch,
+      [...events, { kind: "stopped", detail: "the provider confirms the machine is gone" }],
+      now,
+    );
   }
   if (result.status && !result.status.ok) {
     const summary = `verify_failed:${result.status.error}`;
-    if (loop.lastSeen !== summary) events.push({ kind: "verify_failed", detail: `${result.status.error} (counts as still there)` });
+    if (loop.lastSeen !== summary)
+      events.push({ kind: "verify_failed", detail: `${result.status.error} (counts as still there)` });
     nextLoop.lastSeen = summary;
   } else if (result.status?.ok) {
     nextLoop.lastSeen = `teardown:${result.status.status.state}`;
@@ -325,7 +393,13 @@ export function decideTeardown(lease: LeaseRow, loop: LoopState, result: Teardow
   return { patch, events, loop: nextLoop, nextAlarmAt: now + pace, teardownNow: false };
 }
 
-function stoppedDecision(lease: LeaseRow, loop: LoopState, patch: LeasePatch, events: NewEvent[], now: number): Decision {
+function stoppedDecision(
+  lease: LeaseRow,
+  loop: LoopState,
+  patch: LeasePatch,
+  events: NewEvent[],
+  now: number,
+): Decision {
   const verified: LeasePatch = { status: "stopped", stopped_at: iso(now), teardown_verified_at: iso(now) };
   // Verified at last: the flag has done its job; the error that led to the teardown comes back.
   if (loop.unverifiedFlagged) verified.error = loop.errorBeforeFlag;

@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { loadConfig } from "../config";
-import { appendEvents, getLease, lookupHintFor, updateLeaseIf, type LeaseRow, type NewEvent } from "../leases/ledger";
+import { appendEvents, getLease, type LeaseRow, lookupHintFor, type NewEvent, updateLeaseIf } from "../leases/ledger";
 import type { LeaseStatus, StopReason } from "../leases/schema";
 import { iso } from "../lib/time";
 import { scrubError } from "../providers/scrub";
@@ -8,17 +8,17 @@ import type { Provider } from "../providers/types";
 import { createServices, type Services } from "../services";
 import {
   capReached,
+  type Decision,
   decideAfterPoll,
   decideCap,
   decideTeardown,
   initialLoopState,
-  keeperSettings,
-  planTeardown,
-  stoppingPatch,
-  type Decision,
   type KeeperSettings,
+  keeperSettings,
   type LoopState,
   type PollResult,
+  planTeardown,
+  stoppingPatch,
   type TeardownResult,
 } from "./decide";
 
@@ -49,7 +49,8 @@ export class LeaseKeeper extends DurableObject<Env> {
     const lease = await getLease(services.db, leaseId);
     if (!lease || lease.status === "stopped") return { ok: true };
     const now = services.clock();
-    const first = lease.status === "provisioning" && lease.provider_ref ? now + services.config.pollIntervalS * 1000 : now;
+    const first =
+      lease.status === "provisioning" && lease.provider_ref ? now + services.config.pollIntervalS * 1000 : now;
     await this.armAt(first);
     return { ok: true };
   }
@@ -112,7 +113,9 @@ export class LeaseKeeper extends DurableObject<Env> {
     if (exitCode !== null) patch.exit_code = exitCode;
     const row = await updateLeaseIf(services.db, leaseId, ["provisioning", "running"], patch);
     if (!row) return { ok: true, already: true };
-    await appendEvents(services.db, leaseId, iso(now), [{ kind: "stop_requested", detail: detail ? `${reason}: ${detail}` : reason }]);
+    await appendEvents(services.db, leaseId, iso(now), [
+      { kind: "stop_requested", detail: detail ? `${reason}: ${detail}` : reason },
+    ]);
     await this.armAt(now);
     return { ok: true, already: false };
   }
@@ -187,7 +190,11 @@ export class LeaseKeeper extends DurableObject<Env> {
     await this.armAt(now + (provider ? settings.pollIntervalMs : PROVIDER_MISSING_RETRY_MS));
   }
 
-  private async poll(services: Services, provider: Provider, lease: LeaseRow): Promise<{ result: PollResult; calls: number }> {
+  private async poll(
+    services: Services,
+    provider: Provider,
+    lease: LeaseRow,
+  ): Promise<{ result: PollResult; calls: number }> {
     const ref = lease.provider_ref as string;
     try {
       const status = await provider.status(ref);
@@ -276,7 +283,10 @@ export class LeaseKeeper extends DurableObject<Env> {
   private async noteProviderMissing(services: Services, lease: LeaseRow, loop: LoopState, now: number): Promise<void> {
     const summary = "provider_not_configured";
     if (loop.lastSeen === summary) return;
-    const event: NewEvent = { kind: "provider_not_configured", detail: `${lease.provider} is not configured; retrying` };
+    const event: NewEvent = {
+      kind: "provider_not_configured",
+      detail: `${lease.provider} is not configured; retrying`,
+    };
     await appendEvents(services.db, lease.id, iso(now), [event]);
     await this.ctx.storage.put(KEY_LOOP, { ...loop, lastSeen: summary });
   }

@@ -7,7 +7,10 @@ const encoder = new TextEncoder();
  * True when the Authorization header carries the lease's call-back token: its SHA-256 is
  * compared with the stored one in constant time (both are 64 hex characters).
  */
-export async function verifyCallbackToken(authorization: string | undefined, storedHash: string | null): Promise<boolean> {
+export async function verifyCallbackToken(
+  authorization: string | undefined,
+  storedHash: string | null,
+): Promise<boolean> {
   const token = BEARER.exec(authorization ?? "")?.[1];
   if (!token || !storedHash) return false;
   const given = encoder.encode(await sha256Hex(token));

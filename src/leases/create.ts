@@ -13,14 +13,14 @@ import {
   appendEvents,
   getLeaseByIdempotencyKey,
   insertLease,
-  lookupHintFor,
-  toLease,
-  updateLeaseIf,
   type LeaseRow,
+  lookupHintFor,
   type NewEvent,
   type StoredSpec,
+  toLease,
+  updateLeaseIf,
 } from "./ledger";
-import { RESERVED_ENV_PREFIX, type Lease, type LeaseInput, type RentAttempt } from "./schema";
+import type { Lease, LeaseInput, RESERVED_ENV_PREFIX, RentAttempt } from "./schema";
 
 /** Offers tried per request, and the time they may take (an HTTP request has about 30 s). */
 export const MAX_RENT_ATTEMPTS = 5;
@@ -99,7 +99,10 @@ export async function createLease(
 
   const base = services.config.publicUrl ?? options.origin?.replace(/\/+$/, "") ?? LOCAL_ORIGIN;
   const callbackUrl = `${base}/v1/leases/${leaseId}/done`;
-  const spec = machineSpec(input, label, { GPULEASE_CALLBACK_URL: callbackUrl, GPULEASE_CALLBACK_TOKEN: callbackToken });
+  const spec = machineSpec(input, label, {
+    GPULEASE_CALLBACK_URL: callbackUrl,
+    GPULEASE_CALLBACK_TOKEN: callbackToken,
+  });
   return rent(services, inserted.row, offers, spec);
 }
 
@@ -150,7 +153,10 @@ async function candidateOffers(services: Services, input: LeaseInput): Promise<R
 }
 
 /** USD a lease can cost at most on this offer: price × max_minutes, capped by max_cost. */
-export function worstCaseUsd(offer: Pick<RankedOffer, "price_per_hour_usd">, input: Pick<LeaseInput, "max_minutes" | "max_cost">): number {
+export function worstCaseUsd(
+  offer: Pick<RankedOffer, "price_per_hour_usd">,
+  input: Pick<LeaseInput, "max_minutes" | "max_cost">,
+): number {
   const byTime = (offer.price_per_hour_usd * input.max_minutes) / 60;
   return Math.round(Math.min(byTime, input.max_cost ?? Number.POSITIVE_INFINITY) * 1e6) / 1e6;
 }
@@ -177,7 +183,12 @@ type Outcome =
   | { kind: "unknown"; offer: RankedOffer; error: string }
   | { kind: "failed" };
 
-async function rent(services: Services, lease: LeaseRow, offers: RankedOffer[], spec: MachineSpec): Promise<{ lease: Lease; created: boolean }> {
+async function rent(
+  services: Services,
+  lease: LeaseRow,
+  offers: RankedOffer[],
+  spec: MachineSpec,
+): Promise<{ lease: Lease; created: boolean }> {
   const startedAt = services.clock();
   const attempts: RentAttempt[] = [];
   const events: NewEvent[] = [];
@@ -194,9 +205,9 @@ async function rent(services: Services, lease: LeaseRow, offers: RankedOffer[], 
       attempts.push({ offer_id: offer.offer_id, error: `${offer.provider} is not configured` });
       continue;
     }
-    const result = await provider.rent(offer.source, spec).catch(
-      (error: unknown) => ({ ok: false, kind: "ambiguous", error: safeMessage(services, error) }) as const,
-    );
+    const result = await provider
+      .rent(offer.source, spec)
+      .catch((error: unknown) => ({ ok: false, kind: "ambiguous", error: safeMessage(services, error) }) as const);
     if (result.ok) {
       outcome = { kind: "rented", offer, ref: result.ref, pricePerHour: result.price_per_hour };
       break;
@@ -259,7 +270,10 @@ async function rent(services: Services, lease: LeaseRow, offers: RankedOffer[], 
         error,
         attempts: JSON.stringify(attempts),
       });
-      events.push({ kind: "stop_requested", detail: "rent_failed: the keeper looks for the machine and tears it down" });
+      events.push({
+        kind: "stop_requested",
+        detail: "rent_failed: the keeper looks for the machine and tears it down",
+      });
       await appendEvents(services.db, lease.id, iso(now), events);
       await startKeeper(services, keeper, lease.id);
       throw new ApiError("provider_error", `${error}; the lease is being torn down`, { lease_id: lease.id });
@@ -301,13 +315,19 @@ async function startKeeper(services: Services, keeper: ReturnType<typeof keeperF
   }
 }
 
-type Lookup = { kind: "found"; ref: string; pricePerHour: number | null } | { kind: "none" } | { kind: "failed"; error: string };
+type Lookup =
+  | { kind: "found"; ref: string; pricePerHour: number | null }
+  | { kind: "none" }
+  | { kind: "failed"; error: string };
 
 async function findByLabel(services: Services, provider: Provider, lease: LeaseRow, offerId: string): Promise<Lookup> {
   for (let attempt = 0; attempt < 2; attempt++) {
     if (attempt > 0) await services.sleep(LABEL_LOOKUP_RETRY_MS);
     try {
-      const machine = await provider.findByLabel(lease.label, await lookupHintFor(services.db, lease, provider, offerId));
+      const machine = await provider.findByLabel(
+        lease.label,
+        await lookupHintFor(services.db, lease, provider, offerId),
+      );
       if (machine) return { kind: "found", ref: machine.ref, pricePerHour: machine.price_per_hour };
     } catch (error) {
       return { kind: "failed", error: safeMessage(services, error) };
@@ -338,7 +358,11 @@ function portsFor(input: LeaseInput): number[] {
 }
 
 /** What the provider is asked to run; the call-back variables are added to the user's env. */
-function machineSpec(input: LeaseInput, label: string, callbackEnv: Record<`${typeof RESERVED_ENV_PREFIX}${string}`, string>): MachineSpec {
+function machineSpec(
+  input: LeaseInput,
+  label: string,
+  callbackEnv: Record<`${typeof RESERVED_ENV_PREFIX}${string}`, string>,
+): MachineSpec {
   const stored = storedSpec(input);
   return {
     label,

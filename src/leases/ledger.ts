@@ -1,6 +1,13 @@
 import { z } from "zod";
-import { AccessSchema, CurrencySchema, ProviderNameSchema, TemplateSchema, type LookupHint, type Provider } from "../providers/types";
-import { LeaseStatusSchema, StopReasonSchema, type Lease, type LeaseEvent, type LeaseStatus } from "./schema";
+import {
+  AccessSchema,
+  CurrencySchema,
+  type LookupHint,
+  type Provider,
+  ProviderNameSchema,
+  TemplateSchema,
+} from "../providers/types";
+import { type Lease, type LeaseEvent, type LeaseStatus, LeaseStatusSchema, StopReasonSchema } from "./schema";
 
 /** What the lease row's `spec` column holds: what was asked for, and how the machine is billed. */
 export const StoredSpecSchema = z.object({
@@ -47,7 +54,9 @@ export const LeaseRowSchema = z.object({
   price_per_hour: z.number().nullable(),
   currency: CurrencySchema.nullable(),
   template: TemplateSchema,
-  spec: jsonColumn(StoredSpecSchema).refine((spec) => spec !== null, "spec is missing").transform((spec) => spec as StoredSpec),
+  spec: jsonColumn(StoredSpecSchema)
+    .refine((spec) => spec !== null, "spec is missing")
+    .transform((spec) => spec as StoredSpec),
   max_minutes: z.number().int(),
   max_cost: z.number().nullable(),
   expected_cost: z.number().nullable(),
@@ -136,9 +145,19 @@ export type InsertOutcome =
  */
 export async function insertLease(db: D1Database, lease: NewLease, maxActive: number): Promise<InsertOutcome> {
   const values = [
-    lease.id, lease.name, lease.label, lease.template, JSON.stringify(lease.spec), lease.max_minutes,
-    lease.max_cost, lease.expected_cost, lease.schedule_id, lease.token_id, lease.idempotency_key,
-    lease.callback_hash, lease.created_at,
+    lease.id,
+    lease.name,
+    lease.label,
+    lease.template,
+    JSON.stringify(lease.spec),
+    lease.max_minutes,
+    lease.max_cost,
+    lease.expected_cost,
+    lease.schedule_id,
+    lease.token_id,
+    lease.idempotency_key,
+    lease.callback_hash,
+    lease.created_at,
   ];
   try {
     const row = await db
@@ -201,7 +220,10 @@ function decodeCursor(cursor: string): [string, string] {
 }
 
 /** Leases newest first, `limit` at a time; `next_cursor` continues after the last one. */
-export async function listLeases(db: D1Database, query: ListLeasesQuery): Promise<{ rows: LeaseRow[]; nextCursor: string | null }> {
+export async function listLeases(
+  db: D1Database,
+  query: ListLeasesQuery,
+): Promise<{ rows: LeaseRow[]; nextCursor: string | null }> {
   const where: string[] = [];
   const params: unknown[] = [];
   if (query.status === "active") where.push("status != 'stopped'");
@@ -216,7 +238,10 @@ export async function listLeases(db: D1Database, query: ListLeasesQuery): Promis
   }
   const sql = `SELECT * FROM leases ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
                ORDER BY created_at DESC, id DESC LIMIT ?`;
-  const { results } = await db.prepare(sql).bind(...params, query.limit + 1).all();
+  const { results } = await db
+    .prepare(sql)
+    .bind(...params, query.limit + 1)
+    .all();
   const rows = results.map(parseRow);
   const page = rows.slice(0, query.limit);
   const last = page[page.length - 1];
@@ -288,13 +313,23 @@ export async function appendEvent(db: D1Database, leaseId: string, at: string, e
 }
 
 /** Appends several events in one batch (one transaction), in order. */
-export async function appendEvents(db: D1Database, leaseId: string, at: string, events: readonly NewEvent[]): Promise<void> {
+export async function appendEvents(
+  db: D1Database,
+  leaseId: string,
+  at: string,
+  events: readonly NewEvent[],
+): Promise<void> {
   if (events.length === 0) return;
   const statement = db.prepare("INSERT INTO lease_events (lease_id, at, kind, detail) VALUES (?, ?, ?, ?)");
   await db.batch(events.map((event) => statement.bind(leaseId, at, event.kind, event.detail ?? null)));
 }
 
-const EventRowSchema = z.object({ seq: z.number().int(), at: z.string(), kind: z.string(), detail: z.string().nullable() });
+const EventRowSchema = z.object({
+  seq: z.number().int(),
+  at: z.string(),
+  kind: z.string(),
+  detail: z.string().nullable(),
+});
 
 /** The lease's events with seq > `afterSeq`, oldest first. */
 export async function listEvents(db: D1Database, leaseId: string, afterSeq = 0, limit = 500): Promise<LeaseEvent[]> {
@@ -313,12 +348,22 @@ const KNOWN_REFS_WINDOW_MS = 3_600_000;
  * provider the ledger already knows (so another lease's machine is never mistaken for this one's).
  * Undefined for providers whose machines carry labels.
  */
-export async function lookupHintFor(db: D1Database, lease: LeaseRow, provider: Provider, offerId = lease.offer_id): Promise<LookupHint | undefined> {
+export async function lookupHintFor(
+  db: D1Database,
+  lease: LeaseRow,
+  provider: Provider,
+  offerId = lease.offer_id,
+): Promise<LookupHint | undefined> {
   if (provider.labelled) return undefined;
   const since = new Date(Date.parse(lease.created_at) - KNOWN_REFS_WINDOW_MS).toISOString();
   const rows = await db
     .prepare("SELECT provider_ref FROM leases WHERE provider = ? AND provider_ref IS NOT NULL AND created_at >= ?")
     .bind(provider.name, since)
     .all<{ provider_ref: string }>();
-  return { createdAfter: lease.created_at, offerId, image: lease.spec.image, knownRefs: rows.results.map((r) => r.provider_ref) };
+  return {
+    createdAfter: lease.created_at,
+    offerId,
+    image: lease.spec.image,
+    knownRefs: rows.results.map((r) => r.provider_ref),
+  };
 }

@@ -8,7 +8,7 @@ import { bearerSecurity, createRouter, idParams, jsonResponse, limitQuery } from
 import type { AppEnv, Services } from "../services";
 import { verifyCallbackToken } from "./callback";
 import { createLease } from "./create";
-import { BadCursorError, getLease, listEvents, listLeases, toLease, type LeaseRow } from "./ledger";
+import { BadCursorError, getLease, type LeaseRow, listEvents, listLeases, toLease } from "./ledger";
 import { LeaseEventSchema, LeaseInputSchema, LeaseSchema, leaseStatuses } from "./schema";
 
 const LEASE_ID = /^lse_[0-9a-z]{22}$/;
@@ -77,7 +77,10 @@ const listLeasesRoute = createRoute({
   middleware: [requireScope("read")] as const,
   request: { query: ListQuery },
   responses: {
-    200: jsonResponse(z.object({ leases: z.array(LeaseSchema), next_cursor: z.string().nullable() }), "A page of leases."),
+    200: jsonResponse(
+      z.object({ leases: z.array(LeaseSchema), next_cursor: z.string().nullable() }),
+      "A page of leases.",
+    ),
     ...errorResponses("forbidden"),
   },
 });
@@ -98,11 +101,15 @@ const stopLeaseRoute = createRoute({
   path: "/leases/{id}/stop",
   tags: ["leases"],
   summary: "Stop a lease",
-  description: "Teardown is asynchronous: the lease shows `stopping`, then `stopped` with `teardown_verified_at`. Stopping twice answers `already: true`.",
+  description:
+    "Teardown is asynchronous: the lease shows `stopping`, then `stopped` with `teardown_verified_at`. Stopping twice answers `already: true`.",
   security: bearerSecurity,
   middleware: [requireScope("stop")] as const,
   request: { params: IdParams },
-  responses: { 200: jsonResponse(OkSchema, "Teardown requested (or already under way)."), ...errorResponses("forbidden", "not_found") },
+  responses: {
+    200: jsonResponse(OkSchema, "Teardown requested (or already under way)."),
+    ...errorResponses("forbidden", "not_found"),
+  },
 });
 
 const eventsRoute = createRoute({
@@ -131,9 +138,14 @@ const eventsRoute = createRoute({
 const callbackAuth = createMiddleware<AppEnv>(async (c, next) => {
   const row = await leaseOr404(c.get("services"), c.req.param("id") ?? "");
   if (!(await verifyCallbackToken(c.req.header("authorization"), row.callback_hash))) {
-    throw new ApiError("unauthorized", "wrong call-back token for this lease", {}, {
-      "WWW-Authenticate": 'Bearer realm="gpulease-callback"',
-    });
+    throw new ApiError(
+      "unauthorized",
+      "wrong call-back token for this lease",
+      {},
+      {
+        "WWW-Authenticate": 'Bearer realm="gpulease-callback"',
+      },
+    );
   }
   await next();
 });
@@ -151,10 +163,17 @@ const doneRoute = createRoute({
     params: IdParams,
     body: {
       required: true,
-      content: { "application/json": { schema: z.strictObject({ exit_code: z.number().int().min(-2147483648).max(2147483647) }) } },
+      content: {
+        "application/json": {
+          schema: z.strictObject({ exit_code: z.number().int().min(-2147483648).max(2147483647) }),
+        },
+      },
     },
   },
-  responses: { 200: jsonResponse(OkSchema, "The lease is stopping (or already was)."), ...errorResponses("unauthorized", "not_found") },
+  responses: {
+    200: jsonResponse(OkSchema, "The lease is stopping (or already was)."),
+    ...errorResponses("unauthorized", "not_found"),
+  },
 });
 
 /** Routes behind API-token auth. */

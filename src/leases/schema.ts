@@ -39,7 +39,12 @@ const EnvSchema = z
 export const LeaseInputSchema = z
   .strictObject({
     name: z.string().trim().min(1).max(100).optional(),
-    offer_id: z.string().min(1).max(300).optional().openapi({ description: "an offer_id from GET /v1/offers; else the filters pick" }),
+    offer_id: z
+      .string()
+      .min(1)
+      .max(300)
+      .optional()
+      .openapi({ description: "an offer_id from GET /v1/offers; else the filters pick" }),
     provider: ProviderNameSchema.optional(),
     gpu: z.string().trim().min(1).max(64).optional().openapi({ description: "GPU name, case-insensitive substring" }),
     vram_gb: z.number().positive().max(8192).optional(),
@@ -68,7 +73,11 @@ export const LeaseInputSchema = z
       ctx.addIssue({ code: "custom", path: ["cmd"], message: "cmd is only for the custom template" });
     }
     if (input.context_length !== undefined && input.template !== "ollama") {
-      ctx.addIssue({ code: "custom", path: ["context_length"], message: "context_length is only for the ollama template" });
+      ctx.addIssue({
+        code: "custom",
+        path: ["context_length"],
+        message: "context_length is only for the ollama template",
+      });
     }
   })
   .openapi("LeaseInput");
@@ -92,7 +101,10 @@ export const LeaseSchema = z
     currency: CurrencySchema.nullable(),
     max_minutes: z.number().int(),
     max_cost: z.number().nullable().openapi({ description: "USD" }),
-    expected_cost: z.number().nullable().openapi({ description: "USD, the worst case at rental: price × max_minutes, capped by max_cost" }),
+    expected_cost: z
+      .number()
+      .nullable()
+      .openapi({ description: "USD, the worst case at rental: price × max_minutes, capped by max_cost" }),
     cost: z.number().openapi({ description: "in `currency`: what the provider bills so far; frozen at teardown" }),
     access: AccessSchema.nullable(),
     error: z.string().nullable(),

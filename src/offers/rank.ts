@@ -1,5 +1,5 @@
 import { gpuSpecByKey } from "../providers/gpus";
-import { providerNames, type Currency, type ProviderOffer } from "../providers/types";
+import { type Currency, type ProviderOffer, providerNames } from "../providers/types";
 import type { Offer } from "./schemas";
 
 /** An offer as the API shows it, plus the provider's own offer so the leases code can rent it. */
@@ -55,7 +55,8 @@ export function rankOffer(offer: ProviderOffer, ctx: RankContext): RankedOffer {
   const firstHour = offer.price_per_hour * (1 + loadTime / 3600) + downloadFee;
   const firstHourUsd = toUsd(firstHour, offer.currency, ctx.eurUsd);
   const bandwidth = effectiveBandwidth(offer);
-  const value = bandwidth !== null && offer.price_per_hour > 0 && firstHourUsd > 0 ? Math.round(bandwidth / firstHourUsd) : null;
+  const value =
+    bandwidth !== null && offer.price_per_hour > 0 && firstHourUsd > 0 ? Math.round(bandwidth / firstHourUsd) : null;
   return {
     offer_id: offer.offer_id,
     provider: offer.provider,

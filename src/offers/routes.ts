@@ -3,7 +3,7 @@ import { requireScope } from "../auth/middleware";
 import { errorResponses } from "../errors";
 import { bearerSecurity, createRouter } from "../router";
 import { toOffer } from "./rank";
-import { OfferTypesResponseSchema, OffersQueryParamsSchema, OffersResponseSchema } from "./schemas";
+import { OffersQueryParamsSchema, OffersResponseSchema, OfferTypesResponseSchema } from "./schemas";
 import { listOfferTypes, listRankedOffers } from "./service";
 
 const offersRoute = createRoute({
@@ -32,7 +32,10 @@ const offerTypesRoute = createRoute({
   middleware: [requireScope("read")] as const,
   request: { query: OffersQueryParamsSchema.omit({ limit: true }) },
   responses: {
-    200: { description: "GPU types, best value first.", content: { "application/json": { schema: OfferTypesResponseSchema } } },
+    200: {
+      description: "GPU types, best value first.",
+      content: { "application/json": { schema: OfferTypesResponseSchema } },
+    },
     ...errorResponses("forbidden"),
   },
 });

@@ -1,5 +1,11 @@
 import { z } from "@hono/zod-openapi";
-import { CurrencySchema, ProviderNameSchema, providerNames, TemplateSchema, type ProviderName } from "../providers/types";
+import {
+  CurrencySchema,
+  type ProviderName,
+  ProviderNameSchema,
+  providerNames,
+  TemplateSchema,
+} from "../providers/types";
 
 /** What the offers service accepts from routes and from the leases code; amounts in USD. */
 export const OffersQuerySchema = z.object({
@@ -86,7 +92,10 @@ export const OffersQueryParamsSchema = z.strictObject({
 
 export const OfferSchema = z
   .object({
-    offer_id: z.string().openapi({ description: "opaque; pass it to POST /v1/leases", example: "runpod:SECURE:NVIDIA GeForce RTX 4090:1" }),
+    offer_id: z.string().openapi({
+      description: "opaque; pass it to POST /v1/leases",
+      example: "runpod:SECURE:NVIDIA GeForce RTX 4090:1",
+    }),
     provider: ProviderNameSchema,
     gpu: z.string().openapi({ example: "RTX 4090" }),
     gpu_count: z.number().int(),
@@ -97,11 +106,18 @@ export const OfferSchema = z
     cloud: z.string().nullable(),
     availability: z.string().nullable(),
     location: z.string().nullable(),
-    bandwidth_gbs: z.number().nullable().openapi({ description: "memory bandwidth of all cards, reduced 10 % per extra card; null when unknown" }),
+    bandwidth_gbs: z
+      .number()
+      .nullable()
+      .openapi({ description: "memory bandwidth of all cards, reduced 10 % per extra card; null when unknown" }),
     load_time_s: z.number().int().openapi({ description: "estimated seconds until the weights are loaded" }),
     first_hour_cost: z.number().openapi({ description: "price × (1 + load time) + download fee, in `currency`" }),
     first_hour_cost_usd: z.number(),
-    value: z.number().int().nullable().openapi({ description: "bandwidth per USD of the first hour; null when bandwidth or price is unknown" }),
+    value: z
+      .number()
+      .int()
+      .nullable()
+      .openapi({ description: "bandwidth per USD of the first hour; null when bandwidth or price is unknown" }),
     min_billed_minutes: z.number().int().openapi({ description: "minimum billed minutes per start" }),
     templates: z.array(TemplateSchema).openapi({ description: "lease templates this offer can run" }),
   })
@@ -120,8 +136,12 @@ export type ProviderFailure = z.infer<typeof ProviderFailureSchema>;
 export const OffersResponseSchema = z
   .object({
     offers: z.array(OfferSchema),
-    errors: z.array(ProviderFailureSchema).openapi({ description: "providers that failed or are not configured; they never fail the request" }),
-    fetched_at: z.string().openapi({ description: "when the oldest listing used was fetched (listings are cached ~30 s)" }),
+    errors: z
+      .array(ProviderFailureSchema)
+      .openapi({ description: "providers that failed or are not configured; they never fail the request" }),
+    fetched_at: z
+      .string()
+      .openapi({ description: "when the oldest listing used was fetched (listings are cached ~30 s)" }),
   })
   .openapi("Offers");
 

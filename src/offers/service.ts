@@ -1,13 +1,20 @@
+import { iso } from "../lib/time";
 import { withTimeout } from "../lib/timeout";
 import { gpuSpecByKey, normaliseGpuName } from "../providers/gpus";
 import { ProviderError } from "../providers/http";
 import { scrubError } from "../providers/scrub";
-import { ProviderNameSchema, providerNames, type OfferQuery, type Provider, type ProviderName, type ProviderOffer } from "../providers/types";
-import { iso } from "../lib/time";
+import {
+  type OfferQuery,
+  type Provider,
+  type ProviderName,
+  ProviderNameSchema,
+  type ProviderOffer,
+  providerNames,
+} from "../providers/types";
 import type { Services } from "../services";
-import { findCachedOffer, getListing, listingKey, putListing, type CachedListing } from "./cache";
-import { rankOffer, rankOffers, toOffer, toUsd, type RankedOffer } from "./rank";
-import { DEFAULT_OFFER_LIMIT, type OfferType, type OffersQuery, type ProviderFailure } from "./schemas";
+import { type CachedListing, findCachedOffer, getListing, listingKey, putListing } from "./cache";
+import { type RankedOffer, rankOffer, rankOffers, toOffer, toUsd } from "./rank";
+import { DEFAULT_OFFER_LIMIT, type OffersQuery, type OfferType, type ProviderFailure } from "./schemas";
 
 export type { RankedOffer } from "./rank";
 export type { OffersQuery, ProviderFailure } from "./schemas";
@@ -27,7 +34,11 @@ export interface ListOptions {
 }
 
 /** Ranked offers of the selected providers, best value first, cut to `limit`. */
-export async function listRankedOffers(services: Services, query: OffersQuery, options: ListOptions = {}): Promise<RankedOffers> {
+export async function listRankedOffers(
+  services: Services,
+  query: OffersQuery,
+  options: ListOptions = {},
+): Promise<RankedOffers> {
   const all = await collectRankedOffers(services, query, options);
   return { ...all, offers: all.offers.slice(0, query.limit ?? DEFAULT_OFFER_LIMIT) };
 }
@@ -81,13 +92,22 @@ export async function findOffer(
   if (!offer) {
     // The caller's filters pick the same listing a GET /v1/offers with them would have used
     // (Vast returns a bounded page per search, so an unfiltered one may lack the offer).
-    const listing = await fetchListing(services, resolved.provider, toAdapterQuery(query), options.timeoutMs ?? PROVIDER_TIMEOUT_MS);
+    const listing = await fetchListing(
+      services,
+      resolved.provider,
+      toAdapterQuery(query),
+      options.timeoutMs ?? PROVIDER_TIMEOUT_MS,
+    );
     offer = listing.offers.find((o) => o.offer_id === offerId) ?? null;
   }
   return offer ? rankOffer(offer, rankContext(services, query)) : null;
 }
 
-async function collectRankedOffers(services: Services, query: OffersQuery, options: ListOptions): Promise<RankedOffers> {
+async function collectRankedOffers(
+  services: Services,
+  query: OffersQuery,
+  options: ListOptions,
+): Promise<RankedOffers> {
   const startedAt = services.clock();
   const timeoutMs = options.timeoutMs ?? PROVIDER_TIMEOUT_MS;
   const errors: ProviderFailure[] = [];
@@ -96,7 +116,8 @@ async function collectRankedOffers(services: Services, query: OffersQuery, optio
     const resolved = resolveProvider(services, name);
     if ("provider" in resolved) targets.push(resolved.provider);
     // The sim is a development aid: its absence is news only to someone who asked for it.
-    else if (resolved.failure.code !== "not_configured" || name !== "sim" || query.provider) errors.push(resolved.failure);
+    else if (resolved.failure.code !== "not_configured" || name !== "sim" || query.provider)
+      errors.push(resolved.failure);
   }
 
   const adapterQuery = toAdapterQuery(query);
@@ -139,7 +160,12 @@ const notConfiguredReason: Record<ProviderName, string> = {
   sim: "the simulated cloud is off (ENABLE_SIM)",
 };
 
-async function fetchListing(services: Services, provider: Provider, query: OfferQuery, timeoutMs: number): Promise<CachedListing> {
+async function fetchListing(
+  services: Services,
+  provider: Provider,
+  query: OfferQuery,
+  timeoutMs: number,
+): Promise<CachedListing> {
   const key = listingKey(provider.name, query);
   const cached = getListing(key, services.clock());
   if (cached) return cached;
@@ -158,7 +184,6 @@ async function fetchListing(services: Services, provider: Provider, query: Offer
   putListing(key, listing);
   return listing;
 }
-
 
 function toFailure(services: Services, provider: ProviderName, reason: unknown): ProviderFailure {
   const code = reason instanceof ProviderError && reason.kind === "timeout" ? "timeout" : "provider_error";
@@ -184,7 +209,8 @@ function rankContext(services: Services, query: OffersQuery) {
 function matches(offer: ProviderOffer, query: OffersQuery, eurUsd: number): boolean {
   if (query.vram_gb !== undefined && offer.vram_gb < query.vram_gb) return false;
   if (query.gpu_count !== undefined && offer.gpu_count !== query.gpu_count) return false;
-  if (query.max_price !== undefined && toUsd(offer.price_per_hour, offer.currency, eurUsd) > query.max_price) return false;
+  if (query.max_price !== undefined && toUsd(offer.price_per_hour, offer.currency, eurUsd) > query.max_price)
+    return false;
   if (query.template !== undefined && !offer.templates.includes(query.template)) return false;
   if (query.gpu !== undefined && !gpuMatches(offer, query.gpu)) return false;
   return true;

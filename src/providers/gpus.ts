@@ -38,7 +38,14 @@ export const GPU_SPECS: readonly GpuSpec[] = [
   spec("a100-pcie-80gb", "A100 PCIe 80GB", 80, 1935, ["NVIDIA A100 80GB PCIe"], ["a100pcie"]),
   spec("a100-pcie-40gb", "A100 PCIe 40GB", 40, 1555, ["NVIDIA A100-PCIE-40GB"], ["a100pcie40gb"]),
   spec("mi300x", "MI300X", 192, 5300, ["AMD Instinct MI300X OAM"], ["instinctmi300x", "mi300x"], "amd"),
-  spec("rtx-pro-6000", "RTX PRO 6000", 96, 1792, ["NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"], ["rtxpro6000", "rtxpro6000s", "rtxpro6000ws"]),
+  spec(
+    "rtx-pro-6000",
+    "RTX PRO 6000",
+    96,
+    1792,
+    ["NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"],
+    ["rtxpro6000", "rtxpro6000s", "rtxpro6000ws"],
+  ),
   spec("rtx-pro-5000", "RTX PRO 5000", 48, 1344, ["NVIDIA RTX PRO 5000 Blackwell"], ["rtxpro5000"]),
   spec("rtx-6000-ada", "RTX 6000 Ada", 48, 960, ["NVIDIA RTX 6000 Ada Generation"], ["rtx6000ada"]),
   // RunPod lists it as "RTX PRO 4500" in places; its gpuTypeId carries "Blackwell" (providers.md quirk 17).
@@ -72,7 +79,10 @@ export const GPU_SPECS: readonly GpuSpec[] = [
 
 /** Lower case, alphanumerics only, vendor words dropped: "NVIDIA GeForce RTX 4090" -> "rtx4090". */
 export function normaliseGpuName(name: string): string {
-  return name.toLowerCase().replace(/\b(nvidia|geforce)\b/g, "").replace(/[^a-z0-9]/g, "");
+  return name
+    .toLowerCase()
+    .replace(/\b(nvidia|geforce)\b/g, "")
+    .replace(/[^a-z0-9]/g, "");
 }
 
 const byRunpodId = new Map(GPU_SPECS.flatMap((s) => s.runpod.map((id) => [id, s] as const)));
@@ -81,7 +91,10 @@ const byVastName = new Map(GPU_SPECS.flatMap((s) => s.vast.map((id) => [id, s] a
 const byKey = new Map(GPU_SPECS.map((s) => [s.key, s] as const));
 
 /** The spec for a provider's own GPU identifier, or undefined when the card is not in the table. */
-export function gpuSpecFor(provider: "runpod" | "vast" | "vramfarm" | "sim", providerGpuId: string): GpuSpec | undefined {
+export function gpuSpecFor(
+  provider: "runpod" | "vast" | "vramfarm" | "sim",
+  providerGpuId: string,
+): GpuSpec | undefined {
   switch (provider) {
     case "runpod":
       return byRunpodId.get(providerGpuId);

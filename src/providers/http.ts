@@ -169,12 +169,20 @@ export class HttpClient {
    */
   parse<T extends z.ZodType>(response: HttpResponse, schema: T, what: string): z.output<T> {
     if (response.json === undefined) {
-      throw this.error("parse", `${what}: expected JSON, got ${response.text ? `"${response.text}"` : "an empty body"} (HTTP ${response.status})`, response.status);
+      throw this.error(
+        "parse",
+        `${what}: expected JSON, got ${response.text ? `"${response.text}"` : "an empty body"} (HTTP ${response.status})`,
+        response.status,
+      );
     }
     const parsed = schema.safeParse(response.json);
     if (!parsed.success) {
       const first = parsed.error.issues[0];
-      throw this.error("parse", `${what}: unexpected shape at ${first?.path.join(".") || "(root)"}: ${first?.message ?? "invalid"}`, response.status);
+      throw this.error(
+        "parse",
+        `${what}: unexpected shape at ${first?.path.join(".") || "(root)"}: ${first?.message ?? "invalid"}`,
+        response.status,
+      );
     }
     return parsed.data;
   }

@@ -2,9 +2,9 @@ import type { Config } from "../config";
 import type { Clock, Sleep } from "../lib/time";
 import { createRunpodProvider } from "./runpod";
 import { createSimProvider } from "./sim";
+import { type Provider, type ProviderName, providerNames } from "./types";
 import { createVastProvider } from "./vast";
 import { createVramfarmProvider } from "./vramfarm";
-import { providerNames, type Provider, type ProviderName } from "./types";
 
 /** The providers of one invocation; a provider without its key is not configured. */
 export interface ProviderRegistry {
@@ -22,13 +22,23 @@ export function createProviders(env: Env, config: Config, clock: Clock, sleep: S
     switch (name) {
       case "runpod":
         return s.runpodApiKey
-          ? createRunpodProvider({ sleep, apiKey: s.runpodApiKey, url: config.runpodGraphqlUrl, proxyTemplate: config.runpodProxyTemplate })
+          ? createRunpodProvider({
+              sleep,
+              apiKey: s.runpodApiKey,
+              url: config.runpodGraphqlUrl,
+              proxyTemplate: config.runpodProxyTemplate,
+            })
           : null;
       case "vast":
         return s.vastApiKey ? createVastProvider({ sleep, apiKey: s.vastApiKey, baseUrl: config.vastApiUrl }) : null;
       case "vramfarm":
         return s.vramfarmToken
-          ? createVramfarmProvider({ sleep, apiKey: s.vramfarmToken, baseUrl: config.vramfarmApiUrl, eurUsd: config.eurUsd })
+          ? createVramfarmProvider({
+              sleep,
+              apiKey: s.vramfarmToken,
+              baseUrl: config.vramfarmApiUrl,
+              eurUsd: config.eurUsd,
+            })
           : null;
       case "sim":
         return config.enableSim ? createSimProvider({ namespace: env.SIM_CLOUD, clock }) : null;

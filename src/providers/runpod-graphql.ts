@@ -157,5 +157,4 @@ export function isInternalError(error: GraphqlError): boolean {
   return error.extensions?.code === "INTERNAL_SERVER_ERROR";
 }
 
-export const errorText = (errors: readonly GraphqlError[]): string =>
-  errors.map((e) => e.message.trim()).join("; ");
+export const errorText = (errors: readonly GraphqlError[]): string => errors.map((e) => e.message.trim()).join("; ");

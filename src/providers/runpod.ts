@@ -18,8 +18,8 @@ import {
   MyPodsDataSchema,
   OFFERS_QUERY,
   OffersDataSchema,
-  type Pod,
   POD_QUERY,
+  type Pod,
   PodDataSchema,
   TERMINATE_MUTATION,
   TerminateDataSchema,
@@ -95,11 +95,17 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
    * (dstack: "Runpod returns 200 on client errors"), so the caller always gets `errors` to judge;
    * schema and variable errors come as HTTP 400 and a bad key as 401, which throw here.
    */
-  async function graphql(what: string, query: string, variables?: Record<string, unknown>, retry = true): Promise<GraphqlAnswer> {
+  async function graphql(
+    what: string,
+    query: string,
+    variables?: Record<string, unknown>,
+    retry = true,
+  ): Promise<GraphqlAnswer> {
     const response = await http.send({ method: "POST", url: options.url, body: { query, variables }, retry });
     if (response.status === 400) {
       const body = GraphqlEnvelopeSchema.safeParse(response.json);
-      const reason = body.success && body.data.errors?.length ? errorText(body.data.errors) : response.text || "(empty body)";
+      const reason =
+        body.success && body.data.errors?.length ? errorText(body.data.errors) : response.text || "(empty body)";
       throw http.error("api", `${what}: HTTP 400: ${reason}`, 400);
     }
     if (response.status !== 200) throw http.unexpected(response, what);
@@ -117,7 +123,11 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
     const parsed = schema.safeParse(answer.data);
     if (!parsed.success) {
       const first = parsed.error.issues[0];
-      throw http.error("parse", `${what}: unexpected shape at ${first?.path.join(".") || "(root)"}: ${first?.message ?? "invalid"}`, 200);
+      throw http.error(
+        "parse",
+        `${what}: unexpected shape at ${first?.path.join(".") || "(root)"}: ${first?.message ?? "invalid"}`,
+        200,
+      );
     }
     return parsed.data;
   }
@@ -148,7 +158,12 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
       if (type.maxGpuCount != null && type.maxGpuCount < count) continue;
       const vram = (type.memoryInGb ?? 0) * count;
       if (query.vram_gb !== undefined && vram < query.vram_gb) continue;
-      if (nameFilter && !type.displayName.toLowerCase().includes(nameFilter) && !type.id.toLowerCase().includes(nameFilter)) continue;
+      if (
+        nameFilter &&
+        !type.displayName.toLowerCase().includes(nameFilter) &&
+        !type.id.toLowerCase().includes(nameFilter)
+      )
+        continue;
       for (const cloud of clouds) {
         const inCloud = cloud === "SECURE" ? type.secureCloud : type.communityCloud;
         const pricePerGpu = cloud === "SECURE" ? type.securePrice : type.communityPrice;
@@ -257,7 +272,9 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
     for (const port of pod.runtime?.ports ?? []) if (port.type === "http") httpPorts.add(port.privatePort);
     // HTTP ports show an internal 100.65.x.x address (isIpPublic false): only the proxy reaches them.
     const urls = [...httpPorts].map((port) => proxyUrl(pod.id, port));
-    const ssh = pod.runtime?.ports?.find((p) => p.privatePort === SSH_PORT && p.type === "tcp" && p.isIpPublic && p.ip && p.publicPort);
+    const ssh = pod.runtime?.ports?.find(
+      (p) => p.privatePort === SSH_PORT && p.type === "tcp" && p.isIpPublic && p.ip && p.publicPort,
+    );
     return { urls, ssh: ssh ? { host: ssh.ip!, port: ssh.publicPort! } : null };
   }
 
@@ -270,7 +287,10 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
       cost: null, // RunPod reports no cost so far per pod
       traffic_cost: null,
       price_per_hour: exists ? (pod.costPerHr ?? null) : null,
-      error: state === "exited" ? `RunPod: ${pod?.desiredStatus}${pod?.lastStatusChange ? ` (${pod.lastStatusChange})` : ""}` : null,
+      error:
+        state === "exited"
+          ? `RunPod: ${pod?.desiredStatus}${pod?.lastStatusChange ? ` (${pod.lastStatusChange})` : ""}`
+          : null,
     };
   }
 
@@ -286,7 +306,8 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
     // returns null even when it worked (no receipt), so only status() proves the pod is gone.
     if (answer.errors.length > 0 && answer.errors.every(isPodNotFound)) return;
     const data = dataOf(answer, TerminateDataSchema, "terminate pod");
-    if (!data || !("podTerminate" in data)) throw http.error("parse", "terminate pod: answer without podTerminate", 200);
+    if (!data || !("podTerminate" in data))
+      throw http.error("parse", "terminate pod: answer without podTerminate", 200);
   }
 
   /**
@@ -296,7 +317,8 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
    */
   async function myPods(): Promise<Pod[]> {
     const data = dataOf(await graphql("list pods", MY_PODS_QUERY), MyPodsDataSchema, "list pods");
-    if (!data.myself) throw http.error("auth", "list pods: RunPod answered myself: null (API key missing or invalid)", 200);
+    if (!data.myself)
+      throw http.error("auth", "list pods: RunPod answered myself: null (API key missing or invalid)", 200);
     return data.myself.pods ?? [];
   }
 
@@ -322,7 +344,8 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
 
   async function balance(): Promise<Balance> {
     const data = dataOf(await graphql("balance", BALANCE_QUERY), BalanceDataSchema, "balance");
-    if (!data.myself) throw http.error("auth", "balance: RunPod answered myself: null (API key missing or invalid)", 200);
+    if (!data.myself)
+      throw http.error("auth", "balance: RunPod answered myself: null (API key missing or invalid)", 200);
     return { amount: data.myself.clientBalance, currency: "USD" };
   }
 

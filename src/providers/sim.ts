@@ -1,5 +1,5 @@
 import type { Clock } from "../lib/time";
-import { simCloud, type SimCloud, type SimMachineView, type SimRead, type SimStock } from "../sim/cloud";
+import { type SimCloud, type SimMachineView, type SimRead, type SimStock, simCloud } from "../sim/cloud";
 import { ProviderError, type ProviderErrorKind } from "./http";
 import type { MachineSpec, MachineStatus, OfferQuery, OwnMachine, Provider, ProviderOffer, RentResult } from "./types";
 
@@ -20,7 +20,11 @@ export function createSimProvider(options: SimOptions): Provider {
   const cloud = () => simCloud(options.namespace);
 
   /** An RPC that failed in transport (the object threw or was reset) is a ProviderError. */
-  async function call<T>(what: string, kind: ProviderErrorKind, fn: (stub: DurableObjectStub<SimCloud>) => Promise<T>): Promise<T> {
+  async function call<T>(
+    what: string,
+    kind: ProviderErrorKind,
+    fn: (stub: DurableObjectStub<SimCloud>) => Promise<T>,
+  ): Promise<T> {
     try {
       return await fn(cloud());
     } catch (cause) {
@@ -52,7 +56,7 @@ export function createSimProvider(options: SimOptions): Provider {
     async rent(offer, spec) {
       const match = OFFER_ID.exec(offer.offer_id);
       if (!match) return { ok: false, kind: "rejected", error: `not a sim offer: ${offer.offer_id}` };
-      let answer;
+      let answer: Awaited<ReturnType<ReturnType<typeof cloud>["create"]>>;
       try {
         answer = await cloud().create({
           gpu: match[1]!,
@@ -64,13 +68,20 @@ export function createSimProvider(options: SimOptions): Provider {
         });
       } catch (cause) {
         // The call may have reached the object: a machine may exist. The caller looks it up by label.
-        return { ok: false, kind: "ambiguous", error: `create: ${cause instanceof Error ? cause.message : String(cause)}` };
+        return {
+          ok: false,
+          kind: "ambiguous",
+          error: `create: ${cause instanceof Error ? cause.message : String(cause)}`,
+        };
       }
       return rentResult(answer);
     },
 
     async status(ref) {
-      const machine = await read<SimMachineView | null>("status", (s) => s.status(ref) as Promise<SimRead<SimMachineView | null>>);
+      const machine = await read<SimMachineView | null>(
+        "status",
+        (s) => s.status(ref) as Promise<SimRead<SimMachineView | null>>,
+      );
       return machine ? machineStatus(machine) : GONE;
     },
 
@@ -156,13 +167,23 @@ function rentResult(answer: Awaited<ReturnType<SimCloud["create"]>>): RentResult
   }
 }
 
-const GONE: MachineStatus = { state: "gone", access: null, cost: null, traffic_cost: null, price_per_hour: null, error: null };
+const GONE: MachineStatus = {
+  state: "gone",
+  access: null,
+  cost: null,
+  traffic_cost: null,
+  price_per_hour: null,
+  error: null,
+};
 
 function machineStatus(machine: SimMachineView): MachineStatus {
   return {
     state: machine.shown,
     // sim:// is not a reachable URL: the sim has no server behind it; ollamaReady asks the object.
-    access: machine.shown === "running" ? { urls: machine.ports.map((port) => `sim://${machine.ref}:${port}`), ssh: null } : null,
+    access:
+      machine.shown === "running"
+        ? { urls: machine.ports.map((port) => `sim://${machine.ref}:${port}`), ssh: null }
+        : null,
     // Billed from creation, like RunPod and Vast.ai.
     cost: round(machine.cost_usd, 4),
     traffic_cost: null,

@@ -145,7 +145,10 @@ export function createBody(spec: MachineSpec): Record<string, unknown> {
 export const CreateResponseSchema = z.object({
   success: z.boolean().optional(),
   // a number on the wire; a numeric string is read too rather than lose track of a real instance
-  new_contract: z.union([z.number().int(), z.string().regex(/^\d+$/).transform(Number)]).nullable().optional(),
+  new_contract: z
+    .union([z.number().int(), z.string().regex(/^\d+$/).transform(Number)])
+    .nullable()
+    .optional(),
   error: z.string().optional(),
   msg: z.string().optional(),
   message: z.string().optional(),
@@ -221,7 +224,8 @@ export function instanceState(instance: VastInstance): VastState {
   if (message && FATAL_STATUS_MSG.test(message)) return { state: "exited", error: message };
   if (actual === "stopped" || actual === "frozen") {
     // cur/intended/next all "stopped": a spot instance outbid or interrupted (dstack).
-    if (intended !== "running") return { state: "exited", error: message ?? `Vast reports ${actual} (outbid or interrupted)` };
+    if (intended !== "running")
+      return { state: "exited", error: message ?? `Vast reports ${actual} (outbid or interrupted)` };
     return { state: "booting", error: null };
   }
   // null (provisioning), loading (image pull), created (container made), rebooting.
@@ -234,9 +238,16 @@ export function instanceAccess(instance: VastInstance): Access {
   const urls: string[] = [];
   if (ip) {
     const published = Object.entries(instance.ports ?? {})
-      .map(([key, bindings]) => ({ port: Number.parseInt(key, 10), tcp: key.endsWith("/tcp"), hostPort: bindings?.[0]?.HostPort }))
+      .map(([key, bindings]) => ({
+        port: Number.parseInt(key, 10),
+        tcp: key.endsWith("/tcp"),
+        hostPort: bindings?.[0]?.HostPort,
+      }))
       // 22 is reached through ssh_host/ssh_port below.
-      .filter((p) => p.tcp && Number.isInteger(p.port) && p.port !== 22 && p.hostPort !== undefined && String(p.hostPort) !== "")
+      .filter(
+        (p) =>
+          p.tcp && Number.isInteger(p.port) && p.port !== 22 && p.hostPort !== undefined && String(p.hostPort) !== "",
+      )
       .sort((a, b) => (a.port === OLLAMA_PORT ? -1 : b.port === OLLAMA_PORT ? 1 : a.port - b.port));
     // HostPort is a string and random (41207), never the container's 11434 (quirk 21).
     for (const p of published) urls.push(`http://${ip}:${String(p.hostPort).trim()}`);

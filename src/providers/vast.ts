@@ -1,25 +1,42 @@
-import { HttpClient, ProviderError, type HttpResponse } from "./http";
+import { HttpClient, type HttpResponse, ProviderError } from "./http";
 import { ollamaAnswers } from "./ollama";
-import type { Balance, MachineSpec, MachineStatus, OfferQuery, OwnMachine, Provider, ProviderOffer, RentResult } from "./types";
+import type {
+  Balance,
+  MachineSpec,
+  MachineStatus,
+  OfferQuery,
+  OwnMachine,
+  Provider,
+  ProviderOffer,
+  RentResult,
+} from "./types";
 import {
   BundlesResponseSchema,
-  CreateResponseSchema,
-  DestroyResponseSchema,
-  ListInstancesResponseSchema,
-  ShowInstanceResponseSchema,
-  UserResponseSchema,
-  VastOfferSchema,
   bundlesQuery,
+  type CreateResponse,
+  CreateResponseSchema,
   createBody,
+  DestroyResponseSchema,
   instanceAccess,
   instanceState,
+  ListInstancesResponseSchema,
+  ShowInstanceResponseSchema,
   toOffer,
-  type CreateResponse,
+  UserResponseSchema,
   type VastInstance,
+  VastOfferSchema,
 } from "./vast-wire";
 
 /** Create errors Vast documents as refusals before anything is made (create_instance.yaml). */
-const KNOWN_REFUSALS = new Set(["invalid_args", "invalid_price", "insufficient_credit", "no_ssh_key_for_vm", "auth_error", "invalid_request", "no_such_ask"]);
+const KNOWN_REFUSALS = new Set([
+  "invalid_args",
+  "invalid_price",
+  "insufficient_credit",
+  "no_ssh_key_for_vm",
+  "auth_error",
+  "invalid_request",
+  "no_such_ask",
+]);
 
 export interface VastOptions {
   apiKey: string;
@@ -118,7 +135,13 @@ export function createVastProvider(options: VastOptions): Provider {
 
   /** Sends the create once more after a 429: a rate-limited create was never performed. */
   const sendCreate = async (askId: string, body: Record<string, unknown>): Promise<HttpResponse> => {
-    const request = { method: "PUT" as const, url: url(`/api/v0/asks/${askId}/`), body, retry: false, timeoutMs: options.createTimeoutMs ?? 60_000 };
+    const request = {
+      method: "PUT" as const,
+      url: url(`/api/v0/asks/${askId}/`),
+      body,
+      retry: false,
+      timeoutMs: options.createTimeoutMs ?? 60_000,
+    };
     try {
       return await http.send(request);
     } catch (error) {
@@ -134,7 +157,12 @@ export function createVastProvider(options: VastOptions): Provider {
     const code = body?.error ?? "";
     // The offer race: someone rented it between search and create (404 no_such_ask "not available",
     // or 410 with cancel_unavail) (quirk 23).
-    if (response.status === 410 || response.status === 404 || code === "no_such_ask" || /no_such_ask|no longer available|not available/i.test(text)) {
+    if (
+      response.status === 410 ||
+      response.status === 404 ||
+      code === "no_such_ask" ||
+      /no_such_ask|no longer available|not available/i.test(text)
+    ) {
       return { ok: false, kind: "no_capacity", error: text };
     }
     if (response.status === 429) return { ok: false, kind: "rejected", error: `rate limited: ${text}` };
@@ -194,7 +222,11 @@ export function createVastProvider(options: VastOptions): Provider {
       }
       // A 200 that does not parse, or success without an instance id, may hide a made instance.
       if (response.status === 200 && (body === null || (body.success === true && contract === null))) {
-        return { ok: false, kind: "ambiguous", error: `create answered 200 without an instance id: ${http.scrub(response.text || "(empty body)")}` };
+        return {
+          ok: false,
+          kind: "ambiguous",
+          error: `create answered 200 without an instance id: ${http.scrub(response.text || "(empty body)")}`,
+        };
       }
       const failure = createFailure(response, body);
       if (contract !== null) {
@@ -204,7 +236,11 @@ export function createVastProvider(options: VastOptions): Provider {
           await destroy(String(contract));
         } catch (error) {
           const why = error instanceof Error ? error.message : String(error);
-          return { ok: false, kind: "ambiguous", error: `${failure.ok ? "" : failure.error}; instance ${contract} came with the error and could not be destroyed: ${why}` };
+          return {
+            ok: false,
+            kind: "ambiguous",
+            error: `${failure.ok ? "" : failure.error}; instance ${contract} came with the error and could not be destroyed: ${why}`,
+          };
         }
       }
       return failure;

@@ -64,7 +64,8 @@ function matches(offer: VramfarmOffer, query: OfferQuery, eurUsd: number): boole
   if (query.template === "ollama") return false;
   if (query.gpu) {
     const wanted = query.gpu.toLowerCase();
-    if (!offer.gpu.toLowerCase().includes(wanted) && !(offer.gpu_name ?? "").toLowerCase().includes(wanted)) return false;
+    if (!offer.gpu.toLowerCase().includes(wanted) && !(offer.gpu_name ?? "").toLowerCase().includes(wanted))
+      return false;
   }
   if (query.gpu_count !== undefined && offer.count !== query.gpu_count) return false;
   if (query.vram_gb !== undefined && offer.vram_total_gb < query.vram_gb) return false;
@@ -97,7 +98,8 @@ const shellQuote = (value: string) => `'${value.replaceAll("'", `'\\''`)}'`;
 export function commandFor(spec: MachineSpec): string | null {
   const names = Object.keys(spec.env);
   for (const name of names) {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new Error(`environment variable name not usable in a shell: ${name}`);
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+      throw new Error(`environment variable name not usable in a shell: ${name}`);
   }
   const exports = names.map((name) => `export ${name}=${shellQuote(spec.env[name] ?? "")}`).join("\n");
   if (spec.cmd !== null) return exports ? `${exports}\n${spec.cmd}` : spec.cmd;
@@ -105,7 +107,10 @@ export function commandFor(spec: MachineSpec): string | null {
   return `cat > /etc/profile.d/gpulease-env.sh <<'GPULEASE_ENV'\n${exports}\nGPULEASE_ENV`;
 }
 
-export const CreatedSchema = z.object({ id: z.union([z.number().int(), z.string().regex(/^\d+$/)]), status: z.string().optional() });
+export const CreatedSchema = z.object({
+  id: z.union([z.number().int(), z.string().regex(/^\d+$/)]),
+  status: z.string().optional(),
+});
 
 export const ErrorBodySchema = z.object({ error: z.string().optional(), code: z.string().optional() });
 
@@ -118,7 +123,10 @@ export const InstanceSchema = z.object({
   price: z.number().nullable().optional(),
   created_at: z.string().nullable().optional(),
   started_at: z.string().nullable().optional(),
-  access: z.object({ ssh: z.object({ host: z.string(), port: z.number().int() }).nullable().optional() }).nullable().optional(),
+  access: z
+    .object({ ssh: z.object({ host: z.string(), port: z.number().int() }).nullable().optional() })
+    .nullable()
+    .optional(),
   cost_eur: z.number().nullable().optional(),
   traffic_eur: z.number().nullable().optional(),
   error: z.string().nullable().optional(),

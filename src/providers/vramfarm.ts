@@ -1,22 +1,32 @@
-import { HttpClient, ProviderError, type HttpResponse } from "./http";
-import type { Balance, LookupHint, MachineSpec, MachineStatus, OfferQuery, OwnMachine, Provider, ProviderOffer, RentResult } from "./types";
+import { HttpClient, type HttpResponse, ProviderError } from "./http";
+import type {
+  Balance,
+  LookupHint,
+  MachineSpec,
+  MachineStatus,
+  OfferQuery,
+  OwnMachine,
+  Provider,
+  ProviderOffer,
+  RentResult,
+} from "./types";
 import {
-  MIN_BILLED_MINUTES,
   AccountResponseSchema,
   CreatedSchema,
+  commandFor,
   ErrorBodySchema,
   InstanceSchema,
   InstancesResponseSchema,
-  MAX_CMD_CHARS,
-  OffersResponseSchema,
-  StopResponseSchema,
-  VramfarmOfferSchema,
-  commandFor,
   instanceState,
+  MAX_CMD_CHARS,
+  MIN_BILLED_MINUTES,
+  OffersResponseSchema,
   offersParams,
   parseOfferId,
+  StopResponseSchema,
   toOffers,
   type VramfarmInstance,
+  VramfarmOfferSchema,
 } from "./vramfarm-wire";
 
 export interface VramfarmOptions {
@@ -91,7 +101,12 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
    * After a create whose answer was lost: the one new server of this card, count and image that
    * appeared since the snapshot, or null. There are no labels to look it up by later.
    */
-  const findCreated = async (before: Set<string>, offer: { gpu: string; count: number }, image: string, since: number): Promise<string | null> => {
+  const findCreated = async (
+    before: Set<string>,
+    offer: { gpu: string; count: number },
+    image: string,
+    since: number,
+  ): Promise<string | null> => {
     try {
       const candidates = (await listLive()).filter((instance) => {
         const createdAt = instance.created_at ? Date.parse(instance.created_at) : Number.NaN;
@@ -136,10 +151,18 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
       const target = parseOfferId(offer.offer_id);
       if (!target) return { ok: false, kind: "rejected", error: `not a VRAMfarm offer: ${offer.offer_id}` };
       if (spec.template !== "custom") {
-        return { ok: false, kind: "rejected", error: "VRAMfarm publishes no HTTP port (SSH only): it takes custom leases, not Ollama" };
+        return {
+          ok: false,
+          kind: "rejected",
+          error: "VRAMfarm publishes no HTTP port (SSH only): it takes custom leases, not Ollama",
+        };
       }
       if (spec.ports.length > 0) {
-        return { ok: false, kind: "rejected", error: "VRAMfarm publishes no ports (SSH only): a lease with ports cannot run there" };
+        return {
+          ok: false,
+          kind: "rejected",
+          error: "VRAMfarm publishes no ports (SSH only): a lease with ports cannot run there",
+        };
       }
       let cmd: string | null;
       try {
@@ -148,7 +171,11 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
         return { ok: false, kind: "rejected", error: error instanceof Error ? error.message : String(error) };
       }
       if (cmd !== null && cmd.length > MAX_CMD_CHARS) {
-        return { ok: false, kind: "rejected", error: `cmd with its environment is ${cmd.length} characters; VRAMfarm takes at most ${MAX_CMD_CHARS}` };
+        return {
+          ok: false,
+          kind: "rejected",
+          error: `cmd with its environment is ${cmd.length} characters; VRAMfarm takes at most ${MAX_CMD_CHARS}`,
+        };
       }
       // Snapshot of live servers, so a lost create answer can still be matched to its server.
       let before: Set<string> | null = null;
@@ -157,7 +184,13 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
       } catch {
         before = null;
       }
-      const body: Record<string, unknown> = { gpu: target.gpu, count: target.count, template: "custom", image: spec.image, disk: spec.disk_gb };
+      const body: Record<string, unknown> = {
+        gpu: target.gpu,
+        count: target.count,
+        template: "custom",
+        image: spec.image,
+        disk: spec.disk_gb,
+      };
       if (cmd !== null) body.cmd = cmd;
       const startedAt = now();
       const ambiguous = async (error: string): Promise<RentResult> => {
@@ -177,7 +210,9 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
       if (response.status === 200 || response.status === 201) {
         const created = CreatedSchema.safeParse(response.json);
         if (created.success) return { ok: true, ref: String(created.data.id), price_per_hour: offer.price_per_hour };
-        return ambiguous(`create answered ${response.status} without a server id: ${http.scrub(response.text || "(empty body)")}`);
+        return ambiguous(
+          `create answered ${response.status} without a server id: ${http.scrub(response.text || "(empty body)")}`,
+        );
       }
       const { code, text } = reason(response);
       // 409 no_capacity: no machine of that card is free; 409 server_limit is the account's cap.
@@ -241,11 +276,20 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
         );
       });
       if (candidates.length > 1) {
-        throw http.error("api", `${candidates.length} unknown servers match this lease's create: cannot tell which is ours`);
+        throw http.error(
+          "api",
+          `${candidates.length} unknown servers match this lease's create: cannot tell which is ours`,
+        );
       }
       const found = candidates[0];
       return found
-        ? { ref: String(found.id), label: null, state: instanceState(found).state, created_at: found.created_at ?? null, price_per_hour: found.price ?? null }
+        ? {
+            ref: String(found.id),
+            label: null,
+            state: instanceState(found).state,
+            created_at: found.created_at ?? null,
+            price_per_hour: found.price ?? null,
+          }
         : null;
     },
 

@@ -6,7 +6,12 @@ import type { StopReason } from "../leases/schema";
  * between writing the row and waking the keeper) does not know its lease and refuses: it is
  * started first and asked again, so no active lease is left without a keeper.
  */
-export async function stopViaKeeper(env: Env, leaseId: string, reason: StopReason, detail: string): Promise<{ already: boolean }> {
+export async function stopViaKeeper(
+  env: Env,
+  leaseId: string,
+  reason: StopReason,
+  detail: string,
+): Promise<{ already: boolean }> {
   try {
     const result = await keeperFor(env, leaseId).stop(reason, detail);
     return { already: result.already };

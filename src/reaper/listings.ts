@@ -15,7 +15,10 @@ export type Listing =
  * (the adapter pages to the end), so provider calls never grow with the ledger. A provider
  * that fails, times out or answers something unparseable is reported, never read as "none".
  */
-export async function listOwnMachines(services: Services, knownRefs: Partial<Record<ProviderName, string[]>>): Promise<Listing[]> {
+export async function listOwnMachines(
+  services: Services,
+  knownRefs: Partial<Record<ProviderName, string[]>>,
+): Promise<Listing[]> {
   let providers: Provider[];
   try {
     providers = services.providers.configured();
@@ -42,4 +45,3 @@ export async function listOwnMachines(services: Services, knownRefs: Partial<Rec
 export function safeMessage(services: Services, error: unknown): string {
   return scrubError(services.config, error, "failed");
 }
-

@@ -3,7 +3,15 @@ import { idPattern, newId } from "../lib/ids";
 import { ms } from "../lib/time";
 import type { OwnMachine, ProviderName } from "../providers/types";
 
-export const actionKinds = ["adopt", "reopen", "reconcile", "rearm", "stop_overdue", "budget_stop", "stop_all"] as const;
+export const actionKinds = [
+  "adopt",
+  "reopen",
+  "reconcile",
+  "rearm",
+  "stop_overdue",
+  "budget_stop",
+  "stop_all",
+] as const;
 export type ActionKind = (typeof actionKinds)[number];
 
 /** One thing the reaper does (or, in report mode, would do). */
@@ -135,11 +143,20 @@ export interface OverdueSettings {
 /** An active lease past a cap its keeper should already have enforced, with the reason. */
 export function overdue(lease: LeaseRow, s: OverdueSettings): PlannedAction | null {
   if (lease.status !== "provisioning" && lease.status !== "running") return null;
-  const base = { kind: "stop_overdue" as const, provider: lease.provider, provider_ref: lease.provider_ref, lease_id: lease.id };
+  const base = {
+    kind: "stop_overdue" as const,
+    provider: lease.provider,
+    provider_ref: lease.provider_ref,
+    lease_id: lease.id,
+  };
   if (lease.status === "running" && lease.running_at) {
     const capAt = ms(lease.running_at) + lease.max_minutes * 60_000;
     if (s.now > capAt + s.slackMs) {
-      return { ...base, reason: "max_minutes", detail: `past max_minutes (${lease.max_minutes}) since ${new Date(capAt).toISOString()}: stopped` };
+      return {
+        ...base,
+        reason: "max_minutes",
+        detail: `past max_minutes (${lease.max_minutes}) since ${new Date(capAt).toISOString()}: stopped`,
+      };
     }
   }
   if (lease.status === "provisioning" && s.now > ms(lease.created_at) + s.startTimeoutMs + s.slackMs) {

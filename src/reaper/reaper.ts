@@ -7,10 +7,17 @@ import { iso } from "../lib/time";
 import type { ProviderName } from "../providers/types";
 import type { Services } from "../services";
 import { mapLimit, stopViaKeeper } from "./keepers";
-import { listOwnMachines, safeMessage, type Listing } from "./listings";
+import { type Listing, listOwnMachines, safeMessage } from "./listings";
 import { diffListing, leaseIdFromLabel, overdue, type PlannedAction } from "./plan";
-import { recordRunStatements, type ReaperAction, type ReaperProvider, type ReaperRun } from "./runs";
-import { adoptStatement, eventStatement, loadLedgerView, loadLeasesByIds, reopenStatement, type LedgerView } from "./store";
+import { type ReaperAction, type ReaperProvider, type ReaperRun, recordRunStatements } from "./runs";
+import {
+  adoptStatement,
+  eventStatement,
+  type LedgerView,
+  loadLeasesByIds,
+  loadLedgerView,
+  reopenStatement,
+} from "./store";
 
 /** The keeper gets this long past a cap before the reaper stops the lease itself. */
 const OVERDUE_SLACK_MS = 5 * 60_000;
@@ -45,7 +52,12 @@ export async function runReaper(services: Services): Promise<ReaperRun> {
       now,
       graceMs: config.reaperGraceMin * 60_000,
     });
-    providers.push({ provider: listing.provider.name, listed: listing.machines.length, ignored: diff.ignored, error: null });
+    providers.push({
+      provider: listing.provider.name,
+      listed: listing.machines.length,
+      ignored: diff.ignored,
+      error: null,
+    });
     planned.push(...diff.actions);
   }
 
@@ -74,7 +86,10 @@ export async function runReaper(services: Services): Promise<ReaperRun> {
   }
 
   const run: ReaperRun = { at: iso(now), mode, providers, actions };
-  const events = mode === "enforce" ? actions.map((a) => eventStatement(db, a.lease_id, iso(now), `reaper_${a.kind}`, outcomeText(a))) : [];
+  const events =
+    mode === "enforce"
+      ? actions.map((a) => eventStatement(db, a.lease_id, iso(now), `reaper_${a.kind}`, outcomeText(a)))
+      : [];
   await db.batch([...events, ...recordRunStatements(db, run, now)]);
   return run;
 }
@@ -83,14 +98,20 @@ export async function runReaper(services: Services): Promise<ReaperRun> {
  * The ledger rows the listings name: the active leases, plus (one batch) every lease a listed
  * label names and every VRAMfarm lease whose ref was listed.
  */
-export async function leasesNamedBy(services: Services, listings: readonly Listing[], ledger: LedgerView): Promise<Map<string, LeaseRow>> {
+export async function leasesNamedBy(
+  services: Services,
+  listings: readonly Listing[],
+  ledger: LedgerView,
+): Promise<Map<string, LeaseRow>> {
   const prefix = services.config.labelPrefix;
   const leasesById = new Map(ledger.active.map((l) => [l.id, l] as const));
   const wanted: string[] = [];
   for (const listing of listings) {
     if (!listing.ok) continue;
     for (const machine of listing.machines) {
-      const id = leaseIdFromLabel(machine.label, prefix) ?? (listing.provider.name === "vramfarm" ? ledger.vramfarmRefs.get(machine.ref) : undefined);
+      const id =
+        leaseIdFromLabel(machine.label, prefix) ??
+        (listing.provider.name === "vramfarm" ? ledger.vramfarmRefs.get(machine.ref) : undefined);
       if (id && !leasesById.has(id)) wanted.push(id);
     }
   }
@@ -105,7 +126,8 @@ export async function leasesNamedBy(services: Services, listings: readonly Listi
 export function refsOf(provider: ProviderName, leasesById: ReadonlyMap<string, LeaseRow>): Map<string, LeaseRow> {
   const byRef = new Map<string, LeaseRow>();
   if (provider !== "vramfarm") return byRef;
-  for (const lease of leasesById.values()) if (lease.provider === provider && lease.provider_ref) byRef.set(lease.provider_ref, lease);
+  for (const lease of leasesById.values())
+    if (lease.provider === provider && lease.provider_ref) byRef.set(lease.provider_ref, lease);
   return byRef;
 }
 
@@ -127,7 +149,11 @@ async function budgetActions(services: Services, alreadyStopping: ReadonlySet<st
 }
 
 /** Writes the adoptions and reopenings in one batch, then hands each lease to its keeper. */
-export async function perform(services: Services, planned: readonly PlannedAction[], now: number): Promise<ReaperAction[]> {
+export async function perform(
+  services: Services,
+  planned: readonly PlannedAction[],
+  now: number,
+): Promise<ReaperAction[]> {
   const { db, env } = services;
   const writes = planned.filter((a) => a.kind === "adopt" || a.kind === "reopen");
   const written = new Map<PlannedAction, boolean>();
@@ -144,7 +170,7 @@ export async function perform(services: Services, planned: readonly PlannedActio
         : reopenStatement(db, a.lease_id, a.provider as ProviderName, a.provider_ref as string, iso(now)),
     );
     const results = await db.batch(statements);
-    writes.forEach((a, i) => written.set(a, (results[i]?.meta.changes ?? 0) > 0));
+    for (const [i, a] of writes.entries()) written.set(a, (results[i]?.meta.changes ?? 0) > 0);
   }
 
   return mapLimit(planned, KEEPER_CONCURRENCY, async (action): Promise<ReaperAction> => {
@@ -152,7 +178,8 @@ export async function perform(services: Services, planned: readonly PlannedActio
       switch (action.kind) {
         case "adopt":
         case "reopen":
-          if (!written.get(action)) return toRecord(action, "done", `${action.detail} (already handled by another run)`);
+          if (!written.get(action))
+            return toRecord(action, "done", `${action.detail} (already handled by another run)`);
           await keeperFor(env, action.lease_id).start(action.lease_id);
           return toRecord(action, "done", action.detail);
         case "reconcile":
@@ -176,7 +203,11 @@ export async function perform(services: Services, planned: readonly PlannedActio
  * Every active lease the run did not act on gets its keeper's alarm checked: an alarm that
  * was dropped (retries exhausted, a lost write) is set again. Bounded by MAX_ACTIVE_LEASES.
  */
-async function rearm(services: Services, active: readonly LeaseRow[], handled: ReadonlySet<string>): Promise<ReaperAction[]> {
+async function rearm(
+  services: Services,
+  active: readonly LeaseRow[],
+  handled: ReadonlySet<string>,
+): Promise<ReaperAction[]> {
   const targets = active.filter((l) => !handled.has(l.id));
   const results = await mapLimit(targets, KEEPER_CONCURRENCY, async (lease): Promise<ReaperAction | null> => {
     const base: PlannedAction = {
@@ -197,11 +228,17 @@ async function rearm(services: Services, active: readonly LeaseRow[], handled: R
 }
 
 export function toRecord(action: PlannedAction, outcome: ReaperAction["outcome"], detail: string): ReaperAction {
-  return { kind: action.kind, provider: action.provider, provider_ref: action.provider_ref, lease_id: action.lease_id, detail, outcome };
+  return {
+    kind: action.kind,
+    provider: action.provider,
+    provider_ref: action.provider_ref,
+    lease_id: action.lease_id,
+    detail,
+    outcome,
+  };
 }
 
 function outcomeText(action: ReaperAction): string {
   const where = action.provider && action.provider_ref ? ` [${action.provider} ${action.provider_ref}]` : "";
   return `${action.detail}${where}`;
 }
-

@@ -6,7 +6,6 @@ import { bearerSecurity, createRouter, jsonResponse, limitQuery } from "../route
 import { listReaperRuns, ReaperRunSchema } from "./runs";
 import { stopAll } from "./stop-all";
 
-
 const RunsQuery = z.strictObject({
   limit: limitQuery(20),
 });
@@ -21,14 +20,19 @@ const listRunsRoute = createRoute({
   security: bearerSecurity,
   middleware: [requireScope("read")] as const,
   request: { query: RunsQuery },
-  responses: { 200: jsonResponse(z.object({ runs: z.array(ReaperRunSchema) }), "The runs."), ...errorResponses("forbidden") },
+  responses: {
+    200: jsonResponse(z.object({ runs: z.array(ReaperRunSchema) }), "The runs."),
+    ...errorResponses("forbidden"),
+  },
 });
 
 const StopAllSchema = z
   .object({
     ok: z.literal(true),
     leases: z.number().int().openapi({ description: "active leases asked to stop" }),
-    machines: z.number().int().openapi({ description: "machines with our label prefix found at the providers, all now torn down with verification" }),
+    machines: z.number().int().openapi({
+      description: "machines with our label prefix found at the providers, all now torn down with verification",
+    }),
     errors: z
       .array(z.object({ provider: ProviderNameSchema, error: z.string() }))
       .openapi({ description: "providers whose listing failed: call again, their machines were not found this time" }),

@@ -5,9 +5,20 @@ import { actionKinds } from "./plan";
 export const ReaperProviderSchema = z
   .object({
     provider: ProviderNameSchema,
-    listed: z.number().int().nullable().openapi({ description: "machines in its own listing; null when the listing failed" }),
-    ignored: z.number().int().optional().openapi({ description: "listed machines left alone: not ours (no label of ours) or already gone" }),
-    error: z.string().nullable().openapi({ description: "why the listing failed: this provider was skipped, nothing concluded" }),
+    listed: z
+      .number()
+      .int()
+      .nullable()
+      .openapi({ description: "machines in its own listing; null when the listing failed" }),
+    ignored: z
+      .number()
+      .int()
+      .optional()
+      .openapi({ description: "listed machines left alone: not ours (no label of ours) or already gone" }),
+    error: z
+      .string()
+      .nullable()
+      .openapi({ description: "why the listing failed: this provider was skipped, nothing concluded" }),
   })
   .openapi("ReaperProvider");
 export type ReaperProvider = z.infer<typeof ReaperProviderSchema>;

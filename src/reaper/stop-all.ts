@@ -4,7 +4,7 @@ import type { Services } from "../services";
 import { listOwnMachines } from "./listings";
 import { diffListing, leaseIdFromLabel, type PlannedAction } from "./plan";
 import { leasesNamedBy, perform, refsOf } from "./reaper";
-import { recordRunStatements, type ReaperProvider, type ReaperRun } from "./runs";
+import { type ReaperProvider, type ReaperRun, recordRunStatements } from "./runs";
 import { eventStatement, loadLedgerView } from "./store";
 
 export interface StopAllResult {

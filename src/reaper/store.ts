@@ -1,4 +1,4 @@
-import { LeaseRowSchema, type LeaseRow, type StoredSpec } from "../leases/ledger";
+import { type LeaseRow, LeaseRowSchema, type StoredSpec } from "../leases/ledger";
 import type { OwnMachine, ProviderName } from "../providers/types";
 
 /** D1 allows 100 bound parameters per query. */
@@ -25,7 +25,8 @@ export async function loadLedgerView(db: D1Database, now: number): Promise<Ledge
       .bind(new Date(now - KNOWN_REF_WINDOW_MS).toISOString()),
   ]);
   const refs = new Map<string, string>();
-  for (const row of (vramfarm?.results ?? []) as { id: string; provider_ref: string }[]) refs.set(row.provider_ref, row.id);
+  for (const row of (vramfarm?.results ?? []) as { id: string; provider_ref: string }[])
+    refs.set(row.provider_ref, row.id);
   return { active: (active?.results ?? []).map((row) => LeaseRowSchema.parse(row)), vramfarmRefs: refs };
 }
 
@@ -106,7 +107,13 @@ function adoptedCost(a: Adoption): number {
  * Reopens a stopped lease whose machine still exists, for its keeper to tear down again.
  * Conditional on `stopped`, so it never overrides a keeper that is already at work.
  */
-export function reopenStatement(db: D1Database, leaseId: string, provider: ProviderName, ref: string, now: string): D1PreparedStatement {
+export function reopenStatement(
+  db: D1Database,
+  leaseId: string,
+  provider: ProviderName,
+  ref: string,
+  now: string,
+): D1PreparedStatement {
   return db
     .prepare(
       `UPDATE leases SET status = 'stopping', provider = ?, provider_ref = ?, stop_reason = COALESCE(stop_reason, 'reaper'),
@@ -116,8 +123,16 @@ export function reopenStatement(db: D1Database, leaseId: string, provider: Provi
     .bind(provider, ref, now, leaseId);
 }
 
-export function eventStatement(db: D1Database, leaseId: string, at: string, kind: string, detail: string): D1PreparedStatement {
-  return db.prepare("INSERT INTO lease_events (lease_id, at, kind, detail) VALUES (?, ?, ?, ?)").bind(leaseId, at, kind, detail);
+export function eventStatement(
+  db: D1Database,
+  leaseId: string,
+  at: string,
+  kind: string,
+  detail: string,
+): D1PreparedStatement {
+  return db
+    .prepare("INSERT INTO lease_events (lease_id, at, kind, detail) VALUES (?, ?, ?, ?)")
+    .bind(leaseId, at, kind, detail);
 }
 
 /** A provider's timestamp as ISO-8601 UTC, or null when it does not parse. */

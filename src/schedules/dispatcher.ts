@@ -55,23 +55,44 @@ export async function runDispatcher(services: Services, scheduledTime: number): 
     try {
       await retry(services, schedule, run.due_at, ms(run.updated_at), now, summary);
     } catch (error) {
-      console.error(`dispatcher: retry of ${schedule.id} at ${run.due_at}: ${error instanceof Error ? error.message : String(error)}`);
+      console.error(
+        `dispatcher: retry of ${schedule.id} at ${run.due_at}: ${error instanceof Error ? error.message : String(error)}`,
+      );
     }
   }
   return summary;
 }
 
-async function dispatchDue(services: Services, schedule: ScheduleRow, now: number, summary: DispatchSummary): Promise<void> {
+async function dispatchDue(
+  services: Services,
+  schedule: ScheduleRow,
+  now: number,
+  summary: DispatchSummary,
+): Promise<void> {
   const { db } = services;
   const dueIso = schedule.next_run_at as string;
   const plan = planDue(cronFor(schedule.cron, schedule.timezone), ms(dueIso), now);
   const at = iso(now);
   const statements = plan.skips.map((skip) =>
-    insertRunStatement(db, { scheduleId: schedule.id, dueAt: iso(skip.dueAt), status: "skipped", detail: skip.detail, now: at }),
+    insertRunStatement(db, {
+      scheduleId: schedule.id,
+      dueAt: iso(skip.dueAt),
+      status: "skipped",
+      detail: skip.detail,
+      now: at,
+    }),
   );
   const claimIndex = statements.length;
   if (plan.start !== null) {
-    statements.push(insertRunStatement(db, { scheduleId: schedule.id, dueAt: iso(plan.start), status: "claimed", detail: null, now: at }));
+    statements.push(
+      insertRunStatement(db, {
+        scheduleId: schedule.id,
+        dueAt: iso(plan.start),
+        status: "claimed",
+        detail: null,
+        now: at,
+      }),
+    );
   }
   statements.push(advanceStatement(db, schedule.id, dueIso, plan.next === null ? null : iso(plan.next), at));
   // One transaction: the claim and the move of next_run_at happen together or not at all.
@@ -83,7 +104,14 @@ async function dispatchDue(services: Services, schedule: ScheduleRow, now: numbe
   await attempt(services, schedule, iso(plan.start), now, summary);
 }
 
-async function retry(services: Services, schedule: ScheduleRow, dueIso: string, lastAttemptAt: number, now: number, summary: DispatchSummary): Promise<void> {
+async function retry(
+  services: Services,
+  schedule: ScheduleRow,
+  dueIso: string,
+  lastAttemptAt: number,
+  now: number,
+  summary: DispatchSummary,
+): Promise<void> {
   const dueAt = ms(dueIso);
   const retryAt = nextRetryAt(dueAt, lastAttemptAt);
   if (retryAt === null) {
@@ -98,24 +126,38 @@ async function retry(services: Services, schedule: ScheduleRow, dueIso: string, 
 }
 
 /** One rental attempt for a claimed run; records how it ended. */
-async function attempt(services: Services, schedule: ScheduleRow, dueIso: string, now: number, summary: DispatchSummary): Promise<void> {
+async function attempt(
+  services: Services,
+  schedule: ScheduleRow,
+  dueIso: string,
+  now: number,
+  summary: DispatchSummary,
+): Promise<void> {
   const { db } = services;
   const at = iso(now);
-  const finish = (status: "started" | "skipped" | "retrying" | "failed", detail: string | null, leaseId: string | null, attempted: boolean) =>
-    finishRun(db, { scheduleId: schedule.id, dueAt: dueIso, status, leaseId, detail, attempted, now: at });
+  const finish = (
+    status: "started" | "skipped" | "retrying" | "failed",
+    detail: string | null,
+    leaseId: string | null,
+    attempted: boolean,
+  ) => finishRun(db, { scheduleId: schedule.id, dueAt: dueIso, status, leaseId, detail, attempted, now: at });
 
   const previous = await activeLeaseOf(db, schedule.id);
   if (previous) {
     const detail = `skipped: the previous lease ${previous} is still active`;
     await finish("skipped", detail, null, false);
-    await appendEvent(db, previous, at, { kind: "schedule_run_skipped", detail: `run due ${dueIso} skipped: this lease is still active` });
+    await appendEvent(db, previous, at, {
+      kind: "schedule_run_skipped",
+      detail: `run due ${dueIso} skipped: this lease is still active`,
+    });
     summary.skipped++;
     return;
   }
 
   const offers = await checkOffers(services, schedule.lease_spec);
   if (offers.kind === "none") {
-    const price = schedule.lease_spec.max_price !== undefined ? ` under max_price ${schedule.lease_spec.max_price} USD/h` : "";
+    const price =
+      schedule.lease_spec.max_price !== undefined ? ` under max_price ${schedule.lease_spec.max_price} USD/h` : "";
     await finish("skipped", `skipped: no offer matches the lease${price}`, null, false);
     summary.skipped++;
     return;
@@ -123,15 +165,22 @@ async function attempt(services: Services, schedule: ScheduleRow, dueIso: string
 
   const attemptNo = await attemptsSoFar(db, schedule.id, dueIso);
   try {
-    const { lease } = await createLease(services, { ...schedule.lease_spec, name: schedule.lease_spec.name ?? schedule.name }, {
-      // The claim already makes the run unique; the key keeps a repeated attempt from renting twice.
-      idempotencyKey: `schedule:${schedule.id}:${dueIso}#${attemptNo + 1}`,
-      scheduleId: schedule.id,
-      tokenId: null,
-      origin: services.config.publicUrl ?? schedule.origin ?? FALLBACK_ORIGIN,
-    });
+    const { lease } = await createLease(
+      services,
+      { ...schedule.lease_spec, name: schedule.lease_spec.name ?? schedule.name },
+      {
+        // The claim already makes the run unique; the key keeps a repeated attempt from renting twice.
+        idempotencyKey: `schedule:${schedule.id}:${dueIso}#${attemptNo + 1}`,
+        scheduleId: schedule.id,
+        tokenId: null,
+        origin: services.config.publicUrl ?? schedule.origin ?? FALLBACK_ORIGIN,
+      },
+    );
     await finish("started", null, lease.id, true);
-    await appendEvent(db, lease.id, at, { kind: "schedule_run", detail: `started by schedule ${schedule.id} for the run due ${dueIso}` });
+    await appendEvent(db, lease.id, at, {
+      kind: "schedule_run",
+      detail: `started by schedule ${schedule.id} for the run due ${dueIso}`,
+    });
     summary.started.push(lease.id);
   } catch (error) {
     const outcome = classify(error, offers.kind === "unknown");
@@ -140,7 +189,12 @@ async function attempt(services: Services, schedule: ScheduleRow, dueIso: string
       await finish("retrying", `retrying: ${outcome.detail}`, outcome.leaseId, true);
       summary.retrying++;
     } else {
-      await finish(outcome.retry ? "skipped" : outcome.status, outcome.retry ? `gave up: ${outcome.detail}` : outcome.detail, outcome.leaseId, true);
+      await finish(
+        outcome.retry ? "skipped" : outcome.status,
+        outcome.retry ? `gave up: ${outcome.detail}` : outcome.detail,
+        outcome.leaseId,
+        true,
+      );
       summary.skipped++;
     }
   }
@@ -160,7 +214,12 @@ function classify(error: unknown, listingFailed: boolean): Classified {
     switch (error.code) {
       case "no_capacity":
         // Without a lease row no offer was even tried: none matched, or a listing failed.
-        return { retry: leaseId !== null || listingFailed, status: "skipped", detail: `no capacity: ${error.message}`, leaseId };
+        return {
+          retry: leaseId !== null || listingFailed,
+          status: "skipped",
+          detail: `no capacity: ${error.message}`,
+          leaseId,
+        };
       case "limit_reached":
         return { retry: true, status: "skipped", detail: error.message, leaseId };
       case "budget_exceeded":
@@ -171,7 +230,12 @@ function classify(error: unknown, listingFailed: boolean): Classified {
         return { retry: false, status: "failed", detail: `${error.code}: ${error.message}`, leaseId };
     }
   }
-  return { retry: true, status: "failed", detail: `unexpected: ${error instanceof Error ? error.message : String(error)}`, leaseId: null };
+  return {
+    retry: true,
+    status: "failed",
+    detail: `unexpected: ${error instanceof Error ? error.message : String(error)}`,
+    leaseId: null,
+  };
 }
 
 async function attemptsSoFar(db: D1Database, scheduleId: string, dueIso: string): Promise<number> {

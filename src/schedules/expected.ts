@@ -24,7 +24,10 @@ export async function checkOffers(services: Services, input: LeaseInput): Promis
       offer = await findOffer(services, input.offer_id, sizing);
     } catch (error) {
       const provider = input.offer_id.split(":", 1)[0] as ProviderFailure["provider"];
-      return { kind: "unknown", errors: [{ provider, code: "provider_error", error: error instanceof Error ? error.message : String(error) }] };
+      return {
+        kind: "unknown",
+        errors: [{ provider, code: "provider_error", error: error instanceof Error ? error.message : String(error) }],
+      };
     }
   } else {
     const listed = await listRankedOffers(services, offersQueryFor(input));

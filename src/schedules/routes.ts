@@ -12,12 +12,12 @@ import { cronFor } from "./cron";
 import { checkOffers } from "./expected";
 import {
   cronPatchProblem,
+  type ExpectedCost,
   ScheduleInputSchema,
   ScheduleListSchema,
   SchedulePatchSchema,
   ScheduleRunListSchema,
   ScheduleSchema,
-  type ExpectedCost,
 } from "./schema";
 import {
   deleteSchedule,
@@ -27,16 +27,15 @@ import {
   insertSchedule,
   listRuns,
   listSchedules,
+  type ScheduleRow,
   toSchedule,
   toScheduleRun,
   updateSchedule,
-  type ScheduleRow,
 } from "./store";
 
 const SCHEDULE_ID = /^sch_[0-9a-z]{22}$/;
 
 const IdParams = idParams("sch_01jb3k7q2m9x4v8n6c5t0w");
-
 
 /** The first cron run after `now`, as stored in next_run_at (null for a disabled schedule). */
 function nextRunAt(cron: string, timezone: string, enabled: boolean, now: number): string | null {
@@ -71,7 +70,10 @@ const createScheduleRoute = createRoute({
   security: bearerSecurity,
   middleware: [requireScope("admin")] as const,
   request: { body: { required: true, content: { "application/json": { schema: ScheduleInputSchema } } } },
-  responses: { 201: jsonResponse(ScheduleSchema, "The schedule, with its next_run_at."), ...errorResponses("forbidden") },
+  responses: {
+    201: jsonResponse(ScheduleSchema, "The schedule, with its next_run_at."),
+    ...errorResponses("forbidden"),
+  },
 });
 
 const listSchedulesRoute = createRoute({
@@ -89,7 +91,8 @@ const getScheduleRoute = createRoute({
   path: "/schedules/{id}",
   tags: ["schedules"],
   summary: "One schedule, with the expected cost of a run",
-  description: "`expected_cost` is the worst case of a run (price × max_minutes, capped by max_cost) at the best offer right now.",
+  description:
+    "`expected_cost` is the worst case of a run (price × max_minutes, capped by max_cost) at the best offer right now.",
   security: bearerSecurity,
   middleware: [requireScope("read")] as const,
   request: { params: IdParams },
@@ -120,7 +123,10 @@ const deleteScheduleRoute = createRoute({
   security: bearerSecurity,
   middleware: [requireScope("admin")] as const,
   request: { params: IdParams },
-  responses: { 200: jsonResponse(z.object({ ok: z.literal(true) }), "Deleted."), ...errorResponses("forbidden", "not_found") },
+  responses: {
+    200: jsonResponse(z.object({ ok: z.literal(true) }), "Deleted."),
+    ...errorResponses("forbidden", "not_found"),
+  },
 });
 
 const runNowRoute = createRoute({
@@ -128,7 +134,8 @@ const runNowRoute = createRoute({
   path: "/schedules/{id}/run",
   tags: ["schedules"],
   summary: "Start one run now",
-  description: "Rents with the schedule's lease body at once, like POST /v1/leases. A repeated Idempotency-Key returns the same lease (200).",
+  description:
+    "Rents with the schedule's lease body at once, like POST /v1/leases. A repeated Idempotency-Key returns the same lease (200).",
   security: bearerSecurity,
   middleware: [requireScope("rent")] as const,
   request: {
@@ -153,7 +160,8 @@ const listRunsRoute = createRoute({
   path: "/schedules/{id}/runs",
   tags: ["schedules"],
   summary: "A schedule's runs, newest first",
-  description: "One row per due time: started (with its lease), skipped or failed (with why), or retrying for capacity.",
+  description:
+    "One row per due time: started (with its lease), skipped or failed (with why), or retrying for capacity.",
   security: bearerSecurity,
   middleware: [requireScope("read")] as const,
   request: { params: IdParams, query: RunsQuery },
@@ -205,7 +213,10 @@ export const scheduleRoutes = createRouter()
     const now = services.clock();
     const timingChanged = next.cron !== row.cron || next.timezone !== row.timezone || next.enabled !== row.enabled;
     // An unchanged timing keeps a next_run_at that is due but not yet dispatched.
-    const nextRun = timingChanged || row.next_run_at === null ? nextRunAt(next.cron, next.timezone, next.enabled, now) : row.next_run_at;
+    const nextRun =
+      timingChanged || row.next_run_at === null
+        ? nextRunAt(next.cron, next.timezone, next.enabled, now)
+        : row.next_run_at;
     await updateSchedule(services.db, row.id, { ...next, next_run_at: nextRun, now: iso(now) });
     return c.json(toSchedule(await scheduleOr404(services, row.id)), 200);
   })
@@ -220,17 +231,38 @@ export const scheduleRoutes = createRouter()
   .openapi(runNowRoute, async (c) => {
     const services = c.get("services");
     const row = await scheduleOr404(services, c.req.valid("param").id);
-    const { lease, created } = await createLease(services, { ...row.lease_spec, name: row.lease_spec.name ?? row.name }, {
-      idempotencyKey: c.req.valid("header")["idempotency-key"] ?? null,
-      scheduleId: row.id,
-      tokenId: c.get("caller").tokenId,
-      origin: new URL(c.req.url).origin,
-    });
+    const { lease, created } = await createLease(
+      services,
+      { ...row.lease_spec, name: row.lease_spec.name ?? row.name },
+      {
+        idempotencyKey: c.req.valid("header")["idempotency-key"] ?? null,
+        scheduleId: row.id,
+        tokenId: c.get("caller").tokenId,
+        origin: new URL(c.req.url).origin,
+      },
+    );
     if (!created) return c.json(lease, 200);
     const at = iso(services.clock());
-    await insertRunStatement(services.db, { scheduleId: row.id, dueAt: at, status: "claimed", detail: "run now", now: at }).run();
-    await finishRun(services.db, { scheduleId: row.id, dueAt: at, status: "started", leaseId: lease.id, detail: "run now", attempted: true, now: at });
-    await appendEvent(services.db, lease.id, at, { kind: "schedule_run", detail: `started now by request, schedule ${row.id}` });
+    await insertRunStatement(services.db, {
+      scheduleId: row.id,
+      dueAt: at,
+      status: "claimed",
+      detail: "run now",
+      now: at,
+    }).run();
+    await finishRun(services.db, {
+      scheduleId: row.id,
+      dueAt: at,
+      status: "started",
+      leaseId: lease.id,
+      detail: "run now",
+      attempted: true,
+      now: at,
+    });
+    await appendEvent(services.db, lease.id, at, {
+      kind: "schedule_run",
+      detail: `started now by request, schedule ${row.id}`,
+    });
     return c.json(lease, 202);
   })
   .openapi(listRunsRoute, async (c) => {

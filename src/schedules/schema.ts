@@ -17,7 +17,11 @@ const TimezoneSchema = z
   .openapi({ description: "IANA time zone the cron is read in; daylight saving handled", example: "Europe/Berlin" });
 
 /** Adds a 400 issue for an expression or zone croner refuses. */
-function checkCron(value: { cron?: string; timezone?: string }, ctx: z.RefinementCtx, current?: { cron: string; timezone: string }) {
+function checkCron(
+  value: { cron?: string; timezone?: string },
+  ctx: z.RefinementCtx,
+  current?: { cron: string; timezone: string },
+) {
   const cron = value.cron ?? current?.cron;
   const timezone = value.timezone ?? current?.timezone ?? "UTC";
   if (cron === undefined) return;
@@ -59,7 +63,9 @@ export function cronPatchProblem(patch: SchedulePatch, current: { cron: string; 
   return result.success ? null : result.error;
 }
 
-export const RunStatusSchema = z.enum(["claimed", "started", "skipped", "retrying", "failed"]).openapi("ScheduleRunStatus");
+export const RunStatusSchema = z
+  .enum(["claimed", "started", "skipped", "retrying", "failed"])
+  .openapi("ScheduleRunStatus");
 
 /** One due time of a schedule and what became of it. */
 export const ScheduleRunSchema = z
@@ -103,9 +109,10 @@ export const ScheduleSchema = z
       .openapi({ description: "the newest run that did not start a lease (skipped, failed, or retrying now)" }),
     created_at: z.string(),
     updated_at: z.string(),
-    expected_cost: ExpectedCostSchema.nullable()
-      .optional()
-      .openapi({ description: "GET /v1/schedules/{id} only: the worst case of a run at tonight's best offer; null when none matches" }),
+    expected_cost: ExpectedCostSchema.nullable().optional().openapi({
+      description:
+        "GET /v1/schedules/{id} only: the worst case of a run at tonight's best offer; null when none matches",
+    }),
   })
   .openapi("Schedule");
 export type Schedule = z.infer<typeof ScheduleSchema>;

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { LeaseInputSchema, type LeaseInput } from "../leases/schema";
+import { type LeaseInput, LeaseInputSchema } from "../leases/schema";
 import { iso } from "../lib/time";
 import { RunStatusSchema, type Schedule, type ScheduleRun } from "./schema";
 
@@ -70,7 +70,18 @@ export async function insertSchedule(db: D1Database, s: NewSchedule): Promise<vo
       `INSERT INTO schedules (id, name, cron, timezone, enabled, lease_spec, next_run_at, origin, created_at, updated_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     )
-    .bind(s.id, s.name, s.cron, s.timezone, s.enabled ? 1 : 0, JSON.stringify(s.lease), s.next_run_at, s.origin, s.now, s.now)
+    .bind(
+      s.id,
+      s.name,
+      s.cron,
+      s.timezone,
+      s.enabled ? 1 : 0,
+      JSON.stringify(s.lease),
+      s.next_run_at,
+      s.origin,
+      s.now,
+      s.now,
+    )
     .run();
 }
 
@@ -87,7 +98,9 @@ export async function listSchedules(db: D1Database): Promise<ScheduleRow[]> {
 /** Enabled schedules whose next run has come. */
 export async function listDueSchedules(db: D1Database, now: number): Promise<ScheduleRow[]> {
   const { results } = await db
-    .prepare(`${SELECT_SCHEDULE} WHERE s.enabled = 1 AND s.next_run_at IS NOT NULL AND s.next_run_at <= ? ORDER BY s.next_run_at`)
+    .prepare(
+      `${SELECT_SCHEDULE} WHERE s.enabled = 1 AND s.next_run_at IS NOT NULL AND s.next_run_at <= ? ORDER BY s.next_run_at`,
+    )
     .bind(iso(now))
     .all();
   return results.map((row) => ScheduleRowSchema.parse(row));
@@ -179,7 +192,13 @@ export async function listRetryingRuns(db: D1Database): Promise<{ run: RunRow; s
 /** A run row as an INSERT OR IGNORE: the first writer of (schedule, due time) wins. */
 export function insertRunStatement(
   db: D1Database,
-  run: { scheduleId: string; dueAt: string; status: "claimed" | "skipped" | "retrying"; detail: string | null; now: string },
+  run: {
+    scheduleId: string;
+    dueAt: string;
+    status: "claimed" | "skipped" | "retrying";
+    detail: string | null;
+    now: string;
+  },
 ): D1PreparedStatement {
   return db
     .prepare(
@@ -190,7 +209,13 @@ export function insertRunStatement(
 }
 
 /** Moves next_run_at on, unless another dispatcher or a PATCH already did. */
-export function advanceStatement(db: D1Database, scheduleId: string, fromIso: string, toIso: string | null, now: string): D1PreparedStatement {
+export function advanceStatement(
+  db: D1Database,
+  scheduleId: string,
+  fromIso: string,
+  toIso: string | null,
+  now: string,
+): D1PreparedStatement {
   return db
     .prepare("UPDATE schedules SET next_run_at = ?, updated_at = ? WHERE id = ? AND next_run_at = ?")
     .bind(toIso, now, scheduleId, fromIso);
@@ -200,7 +225,12 @@ export function advanceStatement(db: D1Database, scheduleId: string, fromIso: st
  * Takes a retrying run for one more attempt. The status condition makes it one dispatcher's:
  * the other sees no row changed.
  */
-export async function claimRetry(db: D1Database, scheduleId: string, dueAt: string, now: string): Promise<RunRow | null> {
+export async function claimRetry(
+  db: D1Database,
+  scheduleId: string,
+  dueAt: string,
+  now: string,
+): Promise<RunRow | null> {
   const row = await db
     .prepare(
       `UPDATE schedule_runs SET status = 'claimed', updated_at = ?
@@ -214,7 +244,15 @@ export async function claimRetry(db: D1Database, scheduleId: string, dueAt: stri
 /** Records how a claimed run ended; a started one also becomes the schedule's last run. */
 export async function finishRun(
   db: D1Database,
-  run: { scheduleId: string; dueAt: string; status: "started" | "skipped" | "retrying" | "failed"; leaseId: string | null; detail: string | null; attempted: boolean; now: string },
+  run: {
+    scheduleId: string;
+    dueAt: string;
+    status: "started" | "skipped" | "retrying" | "failed";
+    leaseId: string | null;
+    detail: string | null;
+    attempted: boolean;
+    now: string;
+  },
 ): Promise<void> {
   const statements = [
     db
@@ -244,7 +282,13 @@ export async function activeLeaseOf(db: D1Database, scheduleId: string): Promise
 }
 
 /** Gives up on a retrying run whose window has passed (conditional: one dispatcher writes it). */
-export async function expireRetry(db: D1Database, scheduleId: string, dueAt: string, detail: string, now: string): Promise<void> {
+export async function expireRetry(
+  db: D1Database,
+  scheduleId: string,
+  dueAt: string,
+  detail: string,
+  now: string,
+): Promise<void> {
   await db
     .prepare(
       `UPDATE schedule_runs SET status = 'skipped', detail = ?, updated_at = ?

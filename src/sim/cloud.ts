@@ -7,8 +7,8 @@ import {
   DEFAULT_EXIT_REASON,
   DEFAULT_SETTINGS,
   hasNoCapacity,
-  SimConfigPatchSchema,
   type SimConfigPatch,
+  SimConfigPatchSchema,
   type SimSettings,
 } from "./settings";
 
@@ -152,19 +152,29 @@ export class SimCloud extends DurableObject<Env> {
       lingerMs: this.#settings.lingerSeconds * 1000,
       ignoreTerminates: faults.ignore_terminates,
       failStart: faults.fail_start,
-      meta: { template: input.template, image: input.image, ports: input.ports, readyMs: this.#settings.readySeconds * 1000 },
+      meta: {
+        template: input.template,
+        image: input.image,
+        ports: input.ports,
+        readyMs: this.#settings.readySeconds * 1000,
+      },
     });
     if (faults.exit) scheduleExit(machine, faults.exit.after_seconds, faults.exit.reason);
     this.#save();
     if (faults.error_but_created) {
-      return { ok: false, kind: "error_but_created", error: "internal server error while creating the machine (simulated)" };
+      return {
+        ok: false,
+        kind: "error_but_created",
+        error: "internal server error while creating the machine (simulated)",
+      };
     }
     return { ok: true, machine: this.#view(machine) };
   }
 
   status(ref: string): SimRead<SimMachineView | null> {
     this.#settle();
-    if (this.#settings.faults.status_error) return { ok: false, error: "status read failed: internal server error (simulated)" };
+    if (this.#settings.faults.status_error)
+      return { ok: false, error: "status read failed: internal server error (simulated)" };
     const machine = this.#model.get(ref);
     return { ok: true, value: machine ? this.#view(machine) : null };
   }
@@ -172,7 +182,8 @@ export class SimCloud extends DurableObject<Env> {
   /** Machines that still exist (lingering ones included), oldest first. */
   list(): SimRead<SimMachineView[]> {
     this.#settle();
-    if (this.#settings.faults.listing_error) return { ok: false, error: "listing failed: internal server error (simulated)" };
+    if (this.#settings.faults.listing_error)
+      return { ok: false, error: "listing failed: internal server error (simulated)" };
     return { ok: true, value: this.#model.list().map((m) => this.#view(m)) };
   }
 
@@ -320,8 +331,7 @@ export class SimCloud extends DurableObject<Env> {
   #view(machine: ModelMachine): SimMachineView {
     const state = this.#model.state(machine.id);
     const now = this.#model.now();
-    const shown: SimShownState =
-      state === "gone" ? "gone" : shownAt(machine, machine.terminateRequestedAt ?? now);
+    const shown: SimShownState = state === "gone" ? "gone" : shownAt(machine, machine.terminateRequestedAt ?? now);
     const runningSince = this.#model.runningSince(machine.id);
     const readyMs = typeof machine.meta.readyMs === "number" ? machine.meta.readyMs : 0;
     const ready = state === "running" && runningSince !== null && now >= runningSince + readyMs;

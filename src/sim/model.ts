@@ -151,7 +151,11 @@ export class CloudModel {
     if (!m) return 0;
     const start = from === "created" ? m.createdAt : this.runningSince(id);
     if (start === null) return 0;
-    const end = Math.min(this.now(), m.terminateRequestedAt ?? Number.POSITIVE_INFINITY, m.exitedAt ?? Number.POSITIVE_INFINITY);
+    const end = Math.min(
+      this.now(),
+      m.terminateRequestedAt ?? Number.POSITIVE_INFINITY,
+      m.exitedAt ?? Number.POSITIVE_INFINITY,
+    );
     return Math.max(0, end - start) / 3_600_000;
   }
 
@@ -161,6 +165,7 @@ export class CloudModel {
 
   restore(machines: ModelMachine[]): void {
     this.machines.clear();
-    for (const m of machines) this.machines.set(m.id, { ...m, bootMs: m.bootMs < 0 ? Number.POSITIVE_INFINITY : m.bootMs });
+    for (const m of machines)
+      this.machines.set(m.id, { ...m, bootMs: m.bootMs < 0 ? Number.POSITIVE_INFINITY : m.bootMs });
   }
 }

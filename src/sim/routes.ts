@@ -6,7 +6,7 @@ import { iso } from "../lib/time";
 import { bearerSecurity, createRouter } from "../router";
 import type { AppEnv } from "../services";
 import { SIM_GPU_SLUGS } from "./catalogue";
-import { simCloud, type SimMachineView } from "./cloud";
+import { type SimMachineView, simCloud } from "./cloud";
 import { SimFaultsPatchSchema, type SimSettings } from "./settings";
 
 /** The simulated cloud exists only when ENABLE_SIM is on; otherwise its routes do not either. */
@@ -24,10 +24,23 @@ const seconds = z.number().min(0).max(86_400);
 const ConfigPatchSchema = z
   .object({
     boot_seconds: seconds.optional().openapi({ description: "from create to running", example: 20 }),
-    linger_seconds: seconds.optional().openapi({ description: "a terminated machine still exists this long", example: 8 }),
+    linger_seconds: seconds
+      .optional()
+      .openapi({ description: "a terminated machine still exists this long", example: 8 }),
     ready_seconds: seconds.optional().openapi({ description: "Ollama answers this long after running", example: 10 }),
-    credit_usd: z.number().min(0).max(1_000_000).optional().openapi({ description: "the account's credit; spend is subtracted" }),
-    stock_scale: z.number().int().min(1).max(1000).optional().openapi({ description: "multiplies every GPU type's stock", example: 1 }),
+    credit_usd: z
+      .number()
+      .min(0)
+      .max(1_000_000)
+      .optional()
+      .openapi({ description: "the account's credit; spend is subtracted" }),
+    stock_scale: z
+      .number()
+      .int()
+      .min(1)
+      .max(1000)
+      .optional()
+      .openapi({ description: "multiplies every GPU type's stock", example: 1 }),
     faults: SimFaultsPatchSchema.optional().openapi({
       description: "switch faults on or off; each applies to machines created (or calls made) from now on",
       example: { no_capacity: ["h100-sxm"], ignore_terminates: 2 },
@@ -67,7 +80,9 @@ const MachineSchema = z
     price_per_hour: z.number(),
     currency: z.literal("USD"),
     created_at: z.string(),
-    state: z.enum(["booting", "running", "failed", "exited", "terminating", "gone"]).openapi({ description: "the simulation's truth" }),
+    state: z
+      .enum(["booting", "running", "failed", "exited", "terminating", "gone"])
+      .openapi({ description: "the simulation's truth" }),
     shown: z.enum(["booting", "running", "exited", "gone"]).openapi({ description: "what the sim adapter reports" }),
     running_since: z.string().nullable(),
     terminate_requested_at: z.string().nullable(),
@@ -88,13 +103,22 @@ const PlantSchema = z
     label: z.string().trim().min(1).max(200).nullable().openapi({ example: "gpulease-lse_01jb3k8x0m4q7r2s5t6v9w" }),
     gpu: z.enum(SIM_GPU_SLUGS).default("rtx-4090"),
     gpu_count: z.number().int().min(1).max(8).default(1),
-    age_seconds: z.number().min(0).max(30 * 86_400).default(0).openapi({ description: "created this long ago" }),
+    age_seconds: z
+      .number()
+      .min(0)
+      .max(30 * 86_400)
+      .default(0)
+      .openapi({ description: "created this long ago" }),
   })
   .strict()
   .openapi("SimPlant");
 
 const RefParamsSchema = z.object({
-  ref: z.string().min(1).max(100).openapi({ param: { name: "ref", in: "path" }, example: "sim-3f9a0c1d2e4b" }),
+  ref: z
+    .string()
+    .min(1)
+    .max(100)
+    .openapi({ param: { name: "ref", in: "path" }, example: "sim-3f9a0c1d2e4b" }),
 });
 
 const OkSchema = z.object({ ok: z.literal(true) });
@@ -107,7 +131,10 @@ const getStateRoute = createRoute({
   path: "/sim",
   summary: "The simulated cloud: settings, balance and machines (admin; only with ENABLE_SIM)",
   responses: {
-    200: { description: "Settings, balance and every machine that still exists.", content: { "application/json": { schema: StateSchema } } },
+    200: {
+      description: "Settings, balance and every machine that still exists.",
+      content: { "application/json": { schema: StateSchema } },
+    },
     ...errorResponses("forbidden", "not_found"),
   },
 });
@@ -119,7 +146,10 @@ const putConfigRoute = createRoute({
   summary: "Change boot, linger and ready times and switch faults (admin; only with ENABLE_SIM)",
   request: { body: { content: { "application/json": { schema: ConfigPatchSchema } }, required: true } },
   responses: {
-    200: { description: "The settings now in force; fields left out kept their value.", content: { "application/json": { schema: z.object({ config: ConfigSchema }) } } },
+    200: {
+      description: "The settings now in force; fields left out kept their value.",
+      content: { "application/json": { schema: z.object({ config: ConfigSchema }) } },
+    },
     ...errorResponses("forbidden", "not_found"),
   },
 });
@@ -130,7 +160,10 @@ const resetRoute = createRoute({
   path: "/sim/reset",
   summary: "Back to the defaults: no machines, no faults, full credit (admin; only with ENABLE_SIM)",
   responses: {
-    200: { description: "Reset.", content: { "application/json": { schema: z.object({ ok: z.literal(true), config: ConfigSchema }) } } },
+    200: {
+      description: "Reset.",
+      content: { "application/json": { schema: z.object({ ok: z.literal(true), config: ConfigSchema }) } },
+    },
     ...errorResponses("forbidden", "not_found"),
   },
 });
@@ -142,7 +175,10 @@ const plantRoute = createRoute({
   summary: "Plant a machine that no lease rented, e.g. a labelled leak for the reaper (admin; only with ENABLE_SIM)",
   request: { body: { content: { "application/json": { schema: PlantSchema } }, required: true } },
   responses: {
-    201: { description: "The planted machine.", content: { "application/json": { schema: z.object({ machine: MachineSchema }) } } },
+    201: {
+      description: "The planted machine.",
+      content: { "application/json": { schema: z.object({ machine: MachineSchema }) } },
+    },
     ...errorResponses("forbidden", "not_found"),
   },
 });
@@ -166,7 +202,12 @@ const exitRoute = createRoute({
   summary: "A machine dies on its own now (admin; only with ENABLE_SIM)",
   request: {
     params: RefParamsSchema,
-    body: { content: { "application/json": { schema: z.object({ reason: z.string().trim().min(1).max(300).optional() }).strict() } }, required: false },
+    body: {
+      content: {
+        "application/json": { schema: z.object({ reason: z.string().trim().min(1).max(300).optional() }).strict() },
+      },
+      required: false,
+    },
   },
   responses: {
     200: { description: "It exited.", content: { "application/json": { schema: OkSchema } } },
@@ -238,12 +279,14 @@ export const simRoutes = createRouter()
   })
   .openapi(removeRoute, async (c) => {
     const { ref } = c.req.valid("param");
-    if (!(await simCloud(c.get("services").env.SIM_CLOUD).remove(ref))) throw new ApiError("not_found", "no such sim machine");
+    if (!(await simCloud(c.get("services").env.SIM_CLOUD).remove(ref)))
+      throw new ApiError("not_found", "no such sim machine");
     return c.json({ ok: true as const }, 200);
   })
   .openapi(exitRoute, async (c) => {
     const { ref } = c.req.valid("param");
     const reason = c.req.header("content-type")?.includes("application/json") ? c.req.valid("json").reason : undefined;
-    if (!(await simCloud(c.get("services").env.SIM_CLOUD).exit(ref, reason))) throw new ApiError("not_found", "no such sim machine");
+    if (!(await simCloud(c.get("services").env.SIM_CLOUD).exit(ref, reason)))
+      throw new ApiError("not_found", "no such sim machine");
     return c.json({ ok: true as const }, 200);
   });

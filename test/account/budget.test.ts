@@ -1,14 +1,31 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Lease } from "../../src/leases/schema";
-import { api, errorBody, PROVIDER_SECRETS } from "../helpers";
-import { installFakes, type InstalledFakes } from "../fakes/install";
+import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RunpodFake } from "../fakes/runpod";
 import { VastFake } from "../fakes/vast";
 import { VramfarmFake } from "../fakes/vramfarm";
-import { clock, drainLeases, driveUntil, envWith, fetchWith, fireCron, getLease, resetSim, simLease, useFakeClock } from "../schedules/support";
+import { api, errorBody, PROVIDER_SECRETS } from "../helpers";
+import {
+  clock,
+  drainLeases,
+  driveUntil,
+  envWith,
+  fetchWith,
+  fireCron,
+  getLease,
+  resetSim,
+  simLease,
+  useFakeClock,
+} from "../schedules/support";
 
 interface Account {
-  providers: { provider: string; configured: boolean; balance: number | null; currency: string | null; error: string | null }[];
+  providers: {
+    provider: string;
+    configured: boolean;
+    balance: number | null;
+    currency: string | null;
+    error: string | null;
+  }[];
   spend: { today: number; month: number; currency: string; committed_today: number; committed_month: number };
   budget: { daily: number | null; monthly: number | null };
   active_leases: number;
@@ -62,12 +79,18 @@ describe("budget refusal", () => {
   });
 
   it("a scheduled run refused by the budget is skipped with the reason", async () => {
-    const created = await api("/v1/schedules", { method: "POST", json: { name: "b", cron: "0 10 * * *", lease: simLease({ max_minutes: 120 }) } });
+    const created = await api("/v1/schedules", {
+      method: "POST",
+      json: { name: "b", cron: "0 10 * * *", lease: simLease({ max_minutes: 120 }) },
+    });
     const schedule = (await created.json()) as { id: string; next_run_at: string };
     const due = Date.parse(schedule.next_run_at);
     clock.set(due + 1000);
     await fireCron("* * * * *", due, envWith({ BUDGET_DAILY_USD: "1" }));
-    const after = (await (await api(`/v1/schedules/${schedule.id}`)).json()) as { last_skip: { detail: string } | null; last_lease_id: string | null };
+    const after = (await (await api(`/v1/schedules/${schedule.id}`)).json()) as {
+      last_skip: { detail: string } | null;
+      last_lease_id: string | null;
+    };
     expect(after.last_lease_id).toBeNull();
     expect(after.last_skip?.detail).toMatch(/^budget: /);
     await api(`/v1/schedules/${schedule.id}`, { method: "DELETE" });
@@ -104,7 +127,9 @@ describe("budget stop", () => {
     clock.advance(2 * 3600);
     await fireCron("*/10 * * * *", clock.now, envWith({ BUDGET_MONTHLY_USD: "1" }));
     expect(await getLease(lease.id)).toMatchObject({ status: "stopping", stop_reason: "budget" });
-    const runs = (await (await api("/v1/reaper/runs?limit=1")).json()) as { runs: { actions: { kind: string; lease_id: string }[] }[] };
+    const runs = (await (await api("/v1/reaper/runs?limit=1")).json()) as {
+      runs: { actions: { kind: string; lease_id: string }[] }[];
+    };
     expect(runs.runs[0]!.actions).toContainEqual(expect.objectContaining({ kind: "budget_stop", lease_id: lease.id }));
   });
 });
@@ -117,7 +142,10 @@ describe("GET /v1/account", () => {
     vast.inject("user", { kind: "http", status: 500 }, 10);
     fakes = installFakes(runpod, vast, vramfarm);
 
-    const lease = await driveUntil(((await (await api("/v1/leases", { method: "POST", json: simLease({ max_minutes: 600 }) })).json()) as Lease).id, "running");
+    const lease = await driveUntil(
+      ((await (await api("/v1/leases", { method: "POST", json: simLease({ max_minutes: 600 }) })).json()) as Lease).id,
+      "running",
+    );
     clock.advance(3600);
 
     const res = await fetchWith(envWith({ BUDGET_DAILY_USD: "10", BUDGET_MONTHLY_USD: "200" }), "/v1/account");

@@ -7,13 +7,49 @@ const t = (text: string) => Date.parse(text);
 
 function lease(over: Partial<LeaseRow>): LeaseRow {
   return {
-    id: "lse_x", name: null, status: "stopped", provider: "runpod", provider_ref: "p", label: "gpulease-lse_x",
-    offer_id: null, gpu: null, gpu_count: 1, vram_gb: 24, price_per_hour: 1, currency: "USD", template: "custom",
-    spec: { image: "x", cmd: null, env: {}, ports: [], disk_gb: 40, weights_gb: 0, context_length: null, min_billed_minutes: 0 },
-    max_minutes: 60, max_cost: null, expected_cost: null, cost: 0, access: null, error: null, stop_reason: null,
-    exit_code: null, schedule_id: null, token_id: null, idempotency_key: null, callback_hash: null, attempts: null,
-    created_at: "2031-03-01T00:00:00.000Z", rented_at: null, running_at: null, stop_requested_at: null,
-    stopped_at: null, teardown_verified_at: null, ...over,
+    id: "lse_x",
+    name: null,
+    status: "stopped",
+    provider: "runpod",
+    provider_ref: "p",
+    label: "gpulease-lse_x",
+    offer_id: null,
+    gpu: null,
+    gpu_count: 1,
+    vram_gb: 24,
+    price_per_hour: 1,
+    currency: "USD",
+    template: "custom",
+    spec: {
+      image: "x",
+      cmd: null,
+      env: {},
+      ports: [],
+      disk_gb: 40,
+      weights_gb: 0,
+      context_length: null,
+      min_billed_minutes: 0,
+    },
+    max_minutes: 60,
+    max_cost: null,
+    expected_cost: null,
+    cost: 0,
+    access: null,
+    error: null,
+    stop_reason: null,
+    exit_code: null,
+    schedule_id: null,
+    token_id: null,
+    idempotency_key: null,
+    callback_hash: null,
+    attempts: null,
+    created_at: "2031-03-01T00:00:00.000Z",
+    rented_at: null,
+    running_at: null,
+    stop_requested_at: null,
+    stopped_at: null,
+    teardown_verified_at: null,
+    ...over,
   };
 }
 
@@ -35,9 +71,20 @@ describe("summariseSpend", () => {
   const now = t("2031-03-15T01:00:00Z");
 
   it("adds the database's totals, prorates straddling leases and counts an active lease's remaining worst case", () => {
-    const straddling = lease({ status: "stopped", cost: 2, rented_at: "2031-03-14T23:00:00.000Z", stopped_at: "2031-03-15T01:00:00.000Z" });
+    const straddling = lease({
+      status: "stopped",
+      cost: 2,
+      rented_at: "2031-03-14T23:00:00.000Z",
+      stopped_at: "2031-03-15T01:00:00.000Z",
+    });
     // Running for 30 min at 1 USD/h (0.5 spent), may cost 3 USD in all.
-    const running = lease({ id: "lse_r", status: "running", rented_at: "2031-03-15T00:30:00.000Z", running_at: "2031-03-15T00:31:00.000Z", expected_cost: 3 });
+    const running = lease({
+      id: "lse_r",
+      status: "running",
+      rented_at: "2031-03-15T00:30:00.000Z",
+      running_at: "2031-03-15T00:31:00.000Z",
+      expected_cost: 3,
+    });
     const spend = summariseSpend({ todayUsd: 0.25, monthUsd: 10 }, [straddling, running], now, 1.08);
     expect(spend.today).toBeCloseTo(0.25 + 1 + 0.5, 6);
     // The straddling lease began this month: already in the month total.
@@ -47,7 +94,15 @@ describe("summariseSpend", () => {
   });
 
   it("converts EUR with EUR_USD", () => {
-    const eur = lease({ status: "running", currency: "EUR", cost: 1, provider: "vramfarm", rented_at: "2031-03-15T00:59:00.000Z", running_at: "2031-03-15T00:59:00.000Z", price_per_hour: 0 });
+    const eur = lease({
+      status: "running",
+      currency: "EUR",
+      cost: 1,
+      provider: "vramfarm",
+      rented_at: "2031-03-15T00:59:00.000Z",
+      running_at: "2031-03-15T00:59:00.000Z",
+      price_per_hour: 0,
+    });
     expect(summariseSpend({ todayUsd: 0, monthUsd: 0 }, [eur], now, 1.08).today).toBeCloseTo(1.08, 6);
   });
 });

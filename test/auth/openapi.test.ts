@@ -10,7 +10,9 @@ describe("OpenAPI document: access control", () => {
     const doc = (await (await api("/openapi.json", { token: null })).json()) as OpenApiDoc;
     const operations = Object.entries(doc.paths)
       .filter(([path]) => path.startsWith("/v1/") && !path.endsWith("/done"))
-      .flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => [`${method.toUpperCase()} ${path}`, op] as const));
+      .flatMap(([path, ops]) =>
+        Object.entries(ops).map(([method, op]) => [`${method.toUpperCase()} ${path}`, op] as const),
+      );
     expect(operations.length).toBeGreaterThanOrEqual(3);
     for (const [where, operation] of operations) {
       expect(Object.keys(operation.responses), where).toEqual(expect.arrayContaining(["401", "403", "429"]));

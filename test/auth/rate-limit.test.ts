@@ -12,11 +12,15 @@ function limited(limits: { requests: number; rentals: number }, path: string, to
   const headers = new Headers(init.headers);
   headers.set("Authorization", `Bearer ${token}`);
   if (init.body) headers.set("Content-Type", "application/json");
-  return app.request(path, { ...init, headers }, {
-    ...env,
-    RATE_LIMIT_PER_MIN: String(limits.requests),
-    RENT_RATE_LIMIT_PER_MIN: String(limits.rentals),
-  });
+  return app.request(
+    path,
+    { ...init, headers },
+    {
+      ...env,
+      RATE_LIMIT_PER_MIN: String(limits.requests),
+      RENT_RATE_LIMIT_PER_MIN: String(limits.rentals),
+    },
+  );
 }
 
 async function expectRateLimited(res: Response, token: string) {
@@ -68,9 +72,14 @@ describe("rate limits", () => {
     const token = await fresh(["read", "rent"]);
     // Empty bodies fail validation (or meet no route yet): the attempt counts all the same.
     expect((await limited(limits, "/v1/leases", token, { method: "POST", body: "{}" })).status).not.toBe(429);
-    expect((await limited(limits, "/v1/schedules/sch_00000000000000000000000000/run", token, { method: "POST" })).status).not.toBe(429);
+    expect(
+      (await limited(limits, "/v1/schedules/sch_00000000000000000000000000/run", token, { method: "POST" })).status,
+    ).not.toBe(429);
     await expectRateLimited(await limited(limits, "/v1/leases", token, { method: "POST", body: "{}" }), token);
-    await expectRateLimited(await limited(limits, "/v1/schedules/sch_00000000000000000000000000/run", token, { method: "POST" }), token);
+    await expectRateLimited(
+      await limited(limits, "/v1/schedules/sch_00000000000000000000000000/run", token, { method: "POST" }),
+      token,
+    );
     expect((await limited(limits, "/v1/no-such-route", token)).status).toBe(404);
   });
 
@@ -78,7 +87,11 @@ describe("rate limits", () => {
     const limits = { requests: 3, rentals: 3 };
     const token = await fresh(["admin"]);
     const revoked = await issueToken(["admin"]);
-    await app.request(`/v1/tokens/${revoked.id}`, { method: "DELETE", headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } }, env);
+    await app.request(
+      `/v1/tokens/${revoked.id}`,
+      { method: "DELETE", headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } },
+      env,
+    );
     for (const bad of [`${token}x`, token.slice(0, -1), revoked.token, "gl_unknown", "nope"]) {
       for (let i = 0; i < 4; i++) expect((await limited(limits, "/v1/tokens", bad)).status, bad).toBe(401);
     }
@@ -91,7 +104,11 @@ describe("rate limits", () => {
     const unreachable = {
       getByName: () => ({ admit: () => Promise.reject(new Error("Durable Object is overloaded")) }),
     };
-    const res = await app.request("/v1/tokens", { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } }, { ...env, RATE_LIMITER: unreachable });
+    const res = await app.request(
+      "/v1/tokens",
+      { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } },
+      { ...env, RATE_LIMITER: unreachable },
+    );
     expect(res.status).toBe(200);
     expect(logged).toHaveBeenCalledWith(expect.stringContaining("rate limiter unavailable"));
     logged.mockRestore();

@@ -30,11 +30,18 @@ async function storedRow(id: string): Promise<Record<string, unknown>> {
 
 describe("POST /v1/tokens", () => {
   it("answers 201 with a gl_ token of at least 32 random bytes, shown once", async () => {
-    const res = await api("/v1/tokens", { method: "POST", json: { name: "nightly-batch", scopes: ["read", "rent", "stop"] } });
+    const res = await api("/v1/tokens", {
+      method: "POST",
+      json: { name: "nightly-batch", scopes: ["read", "rent", "stop"] },
+    });
     expect(res.status).toBe(201);
     const body = (await res.json()) as Record<string, unknown>;
     expect(Object.keys(body).sort()).toEqual(["created_at", "id", "name", "scopes", "token"]);
-    expect(body).toMatchObject({ name: "nightly-batch", scopes: ["read", "rent", "stop"], id: expect.stringMatching(/^tok_/) });
+    expect(body).toMatchObject({
+      name: "nightly-batch",
+      scopes: ["read", "rent", "stop"],
+      id: expect.stringMatching(/^tok_/),
+    });
     expect(body.token).toMatch(/^gl_[A-Za-z0-9_-]{43,}$/);
     expect(Date.parse(String(body.created_at))).not.toBeNaN();
     const again = await issueToken(["read"]);
@@ -143,7 +150,9 @@ describe("DELETE /v1/tokens/{id}", () => {
     const victim = await issueToken(["read"]);
     await api(`/v1/tokens/${admin.id}`, { method: "DELETE" });
     expect((await api(`/v1/tokens/${victim.id}`, { method: "DELETE", token: admin.token })).status).toBe(401);
-    expect((await api("/v1/tokens", { method: "POST", json: { name: "x", scopes: ["admin"] }, token: admin.token })).status).toBe(401);
+    expect(
+      (await api("/v1/tokens", { method: "POST", json: { name: "x", scopes: ["admin"] }, token: admin.token })).status,
+    ).toBe(401);
     expect((await storedRow(victim.id)).revoked_at).toBeNull();
   });
 });

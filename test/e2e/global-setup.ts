@@ -16,10 +16,14 @@ export default async function setup(project: TestProject) {
   const worker = await startWorker({
     sim: true,
     vars: [
-      "--var", "MAX_ACTIVE_LEASES:50",
-      "--var", "POLL_INTERVAL_S:1",
-      "--var", "VERIFY_INTERVAL_S:1",
-      "--var", "ALLOW_HTTP_WEBHOOKS:true",
+      "--var",
+      "MAX_ACTIVE_LEASES:50",
+      "--var",
+      "POLL_INTERVAL_S:1",
+      "--var",
+      "VERIFY_INTERVAL_S:1",
+      "--var",
+      "ALLOW_HTTP_WEBHOOKS:true",
     ],
   });
   project.provide("baseUrl", worker.base);

@@ -1,7 +1,7 @@
 import { CloudModel, type ModelMachine } from "../../src/sim/model";
 import type { FakeService } from "./install";
-import { json, text } from "./respond";
 import { ollamaResponse } from "./ollama";
+import { json, text } from "./respond";
 
 /*
  * A fake of RunPod's GraphQL API (POST /graphql) and its HTTP proxy
@@ -17,7 +17,8 @@ export const RUNPOD_FAKE_KEY = "rpa_TESTKEY_runpod_0123456789";
 
 /** The no-capacity wordings RunPod has used (quirk 5). */
 export const NO_CAPACITY_MESSAGES = {
-  requested: "There are no longer any instances available with the requested specifications. Please refresh and try again.",
+  requested:
+    "There are no longer any instances available with the requested specifications. Please refresh and try again.",
   request: "There are no longer any instances available with the request specifications. Please try again later.",
   disk: "There are no longer any instances available with enough disk space.",
   spot: "There are no instances available with the request specifications. Please try again later.",
@@ -118,7 +119,14 @@ export interface FakeDataCenter {
   gpuAvailability: { gpuTypeId: string; displayName: string; available: boolean; stockStatus: string | null }[] | null;
 }
 
-const gpuType = (id: string, displayName: string, memoryInGb: number, securePrice: number | null, communityPrice: number | null, manufacturer: "Nvidia" | "AMD" = "Nvidia"): FakeGpuType => ({
+const gpuType = (
+  id: string,
+  displayName: string,
+  memoryInGb: number,
+  securePrice: number | null,
+  communityPrice: number | null,
+  manufacturer: "Nvidia" | "AMD" = "Nvidia",
+): FakeGpuType => ({
   id,
   displayName,
   manufacturer,
@@ -160,7 +168,12 @@ export const defaultDataCenters = (): FakeDataCenter[] => [
       { gpuTypeId: "NVIDIA GeForce RTX 4090", displayName: "RTX 4090", available: true, stockStatus: "High" },
       { gpuTypeId: "NVIDIA L40S", displayName: "L40S", available: false, stockStatus: "None" },
       { gpuTypeId: "AMD Instinct MI300X OAM", displayName: "MI300X", available: true, stockStatus: "High" },
-      { gpuTypeId: "NVIDIA RTX PRO 4500 Blackwell", displayName: "RTX PRO 4500 Blackwell", available: true, stockStatus: "Medium" },
+      {
+        gpuTypeId: "NVIDIA RTX PRO 4500 Blackwell",
+        displayName: "RTX PRO 4500 Blackwell",
+        available: true,
+        stockStatus: "Medium",
+      },
     ],
   },
   // A DC without GPUs sends null.
@@ -193,29 +206,85 @@ export interface PlantPod {
 
 // The input fields PodFindAndDeployOnDemandInput has (providers.md 1.5); anything else is a 400.
 const DEPLOY_INPUT_FIELDS = new Set([
-  "aiApiId", "allowedCudaVersions", "cloudType", "computeType", "containerDiskInGb", "containerRegistryAuthId",
-  "countryCode", "cudaVersion", "dataCenterId", "deployCost", "dockerArgs", "env", "gpuCount", "gpuTypeId",
-  "gpuTypeIdList", "imageName", "instanceIds", "minCudaVersion", "minDisk", "minDownload", "minMemoryInGb",
-  "minUpload", "minVcpuCount", "name", "networkVolumeId", "port", "ports", "savingsPlan", "startJupyter",
-  "startSsh", "stopAfter", "supportPublicIp", "templateId", "terminateAfter", "volumeInGb", "volumeKey",
+  "aiApiId",
+  "allowedCudaVersions",
+  "cloudType",
+  "computeType",
+  "containerDiskInGb",
+  "containerRegistryAuthId",
+  "countryCode",
+  "cudaVersion",
+  "dataCenterId",
+  "deployCost",
+  "dockerArgs",
+  "env",
+  "gpuCount",
+  "gpuTypeId",
+  "gpuTypeIdList",
+  "imageName",
+  "instanceIds",
+  "minCudaVersion",
+  "minDisk",
+  "minDownload",
+  "minMemoryInGb",
+  "minUpload",
+  "minVcpuCount",
+  "name",
+  "networkVolumeId",
+  "port",
+  "ports",
+  "savingsPlan",
+  "startJupyter",
+  "startSsh",
+  "stopAfter",
+  "supportPublicIp",
+  "templateId",
+  "terminateAfter",
+  "volumeInGb",
+  "volumeKey",
   "volumeMountPath",
 ]);
-const INT_FIELDS = ["gpuCount", "containerDiskInGb", "volumeInGb", "minVcpuCount", "minMemoryInGb", "minDisk", "minDownload", "minUpload", "port"];
-const STRING_FIELDS = ["gpuTypeId", "imageName", "name", "ports", "dockerArgs", "dataCenterId", "countryCode", "templateId"];
+const INT_FIELDS = [
+  "gpuCount",
+  "containerDiskInGb",
+  "volumeInGb",
+  "minVcpuCount",
+  "minMemoryInGb",
+  "minDisk",
+  "minDownload",
+  "minUpload",
+  "port",
+];
+const STRING_FIELDS = [
+  "gpuTypeId",
+  "imageName",
+  "name",
+  "ports",
+  "dockerArgs",
+  "dataCenterId",
+  "countryCode",
+  "templateId",
+];
 
 const UNAUTHORIZED = "Unauthorized";
 const BOT_USER_AGENT = /^(python-urllib|go-http-client|java\/|libwww-perl)/i;
 
 /** An error RunPod answers with HTTP 400 (document or variable validation). */
 class ValidationFailure extends Error {
-  constructor(message: string, readonly code = "GRAPHQL_VALIDATION_FAILED") {
+  constructor(
+    message: string,
+    readonly code = "GRAPHQL_VALIDATION_FAILED",
+  ) {
     super(message);
   }
 }
 
 /** A resolver's error: `data.<field>: null` plus an entry in `errors`, with HTTP 200. */
 class FieldFailure extends Error {
-  constructor(message: string, readonly code?: string) {
+  constructor(
+    message: string,
+    readonly code?: string,
+  ) {
     super(message);
   }
 }
@@ -223,7 +292,14 @@ class FieldFailure extends Error {
 export class RunpodFake implements FakeService {
   readonly model = new CloudModel({ now: () => Date.now() });
   readonly quirks: RunpodQuirks;
-  readonly faults: Record<RunpodOperation, RunpodFault[]> = { gpuTypes: [], dataCenters: [], deploy: [], pod: [], terminate: [], myself: [] };
+  readonly faults: Record<RunpodOperation, RunpodFault[]> = {
+    gpuTypes: [],
+    dataCenters: [],
+    deploy: [],
+    pod: [],
+    terminate: [],
+    myself: [],
+  };
   readonly requests: RecordedRunpodRequest[] = [];
   gpuTypes: FakeGpuType[] = defaultGpuTypes();
   dataCenters: FakeDataCenter[] = defaultDataCenters();
@@ -252,7 +328,8 @@ export class RunpodFake implements FakeService {
 
   /** Puts a pod into the account as if someone created it (an orphan, or a stranger's pod). */
   plantPod(input: PlantPod): string {
-    const type = this.gpuTypes.find((t) => t.id === (input.gpuTypeId ?? "NVIDIA GeForce RTX 4090")) ?? this.gpuTypes[0]!;
+    const type =
+      this.gpuTypes.find((t) => t.id === (input.gpuTypeId ?? "NVIDIA GeForce RTX 4090")) ?? this.gpuTypes[0]!;
     const gpuCount = input.gpuCount ?? 1;
     const pod = this.model.create({
       id: podId(),
@@ -293,7 +370,12 @@ export class RunpodFake implements FakeService {
   }
 
   /** Sets what dataCenters reports for a type in one DC. */
-  setStock(gpuTypeId: string, dataCenterId: string, stockStatus: string | null, available = stockStatus !== null && stockStatus !== "None"): void {
+  setStock(
+    gpuTypeId: string,
+    dataCenterId: string,
+    stockStatus: string | null,
+    available = stockStatus !== null && stockStatus !== "None",
+  ): void {
     const dc = this.dataCenters.find((d) => d.id === dataCenterId);
     if (!dc) throw new Error(`no data centre ${dataCenterId}`);
     dc.gpuAvailability ??= [];
@@ -310,7 +392,9 @@ export class RunpodFake implements FakeService {
   }
 
   handles(url: URL): boolean {
-    return (url.host === this.endpoint.host && url.pathname === this.endpoint.pathname) || this.proxyHost.test(url.hostname);
+    return (
+      (url.host === this.endpoint.host && url.pathname === this.endpoint.pathname) || this.proxyHost.test(url.hostname)
+    );
   }
 
   async handle(request: Request): Promise<Response> {
@@ -345,9 +429,27 @@ export class RunpodFake implements FakeService {
     try {
       body = (await request.json()) as typeof body;
     } catch {
-      return json({ errors: [{ message: "POST body missing, invalid Content-Type, or JSON object has no keys.", extensions: { code: "BAD_REQUEST" } }] }, 400);
+      return json(
+        {
+          errors: [
+            {
+              message: "POST body missing, invalid Content-Type, or JSON object has no keys.",
+              extensions: { code: "BAD_REQUEST" },
+            },
+          ],
+        },
+        400,
+      );
     }
-    if (typeof body.query !== "string") return json({ errors: [{ message: "GraphQL operations must contain a non-empty `query`.", extensions: { code: "BAD_REQUEST" } }] }, 400);
+    if (typeof body.query !== "string")
+      return json(
+        {
+          errors: [
+            { message: "GraphQL operations must contain a non-empty `query`.", extensions: { code: "BAD_REQUEST" } },
+          ],
+        },
+        400,
+      );
     record.query = body.query;
     record.variables = isObject(body.variables) ? body.variables : {};
 
@@ -355,9 +457,18 @@ export class RunpodFake implements FakeService {
     try {
       document = parseDocument(body.query);
     } catch (error) {
-      return json({ errors: [{ message: `Syntax Error: ${(error as Error).message}`, extensions: { code: "GRAPHQL_PARSE_FAILED" } }] }, 400);
+      return json(
+        {
+          errors: [
+            { message: `Syntax Error: ${(error as Error).message}`, extensions: { code: "GRAPHQL_PARSE_FAILED" } },
+          ],
+        },
+        400,
+      );
     }
-    record.operations = document.selection.map((f) => ROOT_FIELDS[f.name]?.operation).filter((op): op is RunpodOperation => op !== undefined);
+    record.operations = document.selection
+      .map((f) => ROOT_FIELDS[f.name]?.operation)
+      .filter((op): op is RunpodOperation => op !== undefined);
 
     for (const operation of record.operations) {
       const fault = this.faults[operation].shift();
@@ -368,7 +479,10 @@ export class RunpodFake implements FakeService {
     const bearer = /^Bearer\s+(.+)$/i.exec(record.authorization ?? "")?.[1]?.trim() ?? null;
     const key = bearer ?? url.searchParams.get("api_key");
     if (this.quirks.auth === "bad_key" || (key !== null && key !== this.apiKey)) {
-      return json({ errors: [{ message: this.echo("Unauthorized request, please check your API key.", record) }] }, 401);
+      return json(
+        { errors: [{ message: this.echo("Unauthorized request, please check your API key.", record) }] },
+        401,
+      );
     }
 
     try {
@@ -406,7 +520,13 @@ export class RunpodFake implements FakeService {
     if (afterwards === "hang") return hang(request);
     if (afterwards === "graphql_error") {
       return json({
-        errors: [{ message: "Something went wrong. Please try again later or contact support.", path: ["podFindAndDeployOnDemand"], extensions: { code: "INTERNAL_SERVER_ERROR" } }],
+        errors: [
+          {
+            message: "Something went wrong. Please try again later or contact support.",
+            path: ["podFindAndDeployOnDemand"],
+            extensions: { code: "INTERNAL_SERVER_ERROR" },
+          },
+        ],
         data: { podFindAndDeployOnDemand: null },
       });
     }
@@ -427,32 +547,51 @@ export class RunpodFake implements FakeService {
   }
 
   private echo(message: string, record: RecordedRunpodRequest): string {
-    return this.quirks.echoKeyInErrors ? `${message} (request had authorization: ${record.authorization ?? "none"}, url: ${record.url})` : message;
+    return this.quirks.echoKeyInErrors
+      ? `${message} (request had authorization: ${record.authorization ?? "none"}, url: ${record.url})`
+      : message;
   }
 
   /** Document and variable validation, all before any resolver runs (as GraphQL does). */
   private validate(document: GraphqlDocument, variables: Record<string, unknown>): void {
     for (const field of document.selection) {
       const root = ROOT_FIELDS[field.name];
-      if (!root) throw new ValidationFailure(`Cannot query field "${field.name}" on type "${document.operation === "mutation" ? "Mutation" : "Query"}".`);
-      if (root.kind !== document.operation) throw new ValidationFailure(`Cannot query field "${field.name}" on type "${document.operation === "mutation" ? "Mutation" : "Query"}".`);
+      if (!root)
+        throw new ValidationFailure(
+          `Cannot query field "${field.name}" on type "${document.operation === "mutation" ? "Mutation" : "Query"}".`,
+        );
+      if (root.kind !== document.operation)
+        throw new ValidationFailure(
+          `Cannot query field "${field.name}" on type "${document.operation === "mutation" ? "Mutation" : "Query"}".`,
+        );
       const input = field.args.input;
       // Quirk 12: podTerminate returns a scalar; a selection set on it is a validation error.
-      if (root.typeName === "Void" && field.selection) throw new ValidationFailure(`Field "${field.name}" must not have a selection since type "Boolean" has no subfields.`);
-      if (root.inputType && input === undefined) throw new ValidationFailure(`Field "${field.name}" argument "input" of type "${root.inputType}" is required, but it was not provided.`);
+      if (root.typeName === "Void" && field.selection)
+        throw new ValidationFailure(
+          `Field "${field.name}" must not have a selection since type "Boolean" has no subfields.`,
+        );
+      if (root.inputType && input === undefined)
+        throw new ValidationFailure(
+          `Field "${field.name}" argument "input" of type "${root.inputType}" is required, but it was not provided.`,
+        );
       if (input && typeof input === "object" && "variable" in input) {
         const declared = document.variableTypes[input.variable as string];
         if (!declared) throw new ValidationFailure(`Variable "$${input.variable}" is not defined.`);
         if (root.inputType && declared.replace(/!$/, "") !== root.inputType.replace(/!$/, "")) {
-          throw new ValidationFailure(`Variable "$${input.variable}" of type "${declared}" used in position expecting type "${root.inputType}".`);
+          throw new ValidationFailure(
+            `Variable "$${input.variable}" of type "${declared}" used in position expecting type "${root.inputType}".`,
+          );
         }
         if (root.inputType?.endsWith("!") && !declared.endsWith("!")) {
-          throw new ValidationFailure(`Variable "$${input.variable}" of type "${declared}" used in position expecting type "${root.inputType}".`);
+          throw new ValidationFailure(
+            `Variable "$${input.variable}" of type "${declared}" used in position expecting type "${root.inputType}".`,
+          );
         }
       }
       // Selections are checked against a fully populated sample of the type.
       project(root.sample(this), field.selection, root.typeName);
-      if (root.operation === "deploy" && this.quirks.strictInput) validateDeployInput(resolveArgs(field.args, variables).input);
+      if (root.operation === "deploy" && this.quirks.strictInput)
+        validateDeployInput(resolveArgs(field.args, variables).input);
     }
   }
 
@@ -481,8 +620,13 @@ export class RunpodFake implements FakeService {
       throw new FieldFailure(NO_CAPACITY_MESSAGES[refusal.variant], refusal.code);
     }
     // Without stock anywhere (or in a cloud the type is not in) nothing can be found.
-    const stockedIn = this.dataCenters.find((dc) => dc.gpuAvailability?.some((a) => a.gpuTypeId === type.id && a.available && a.stockStatus && a.stockStatus !== "None"));
-    if (!stockedIn || price === null || gpuCount > type.maxGpuCount) throw new FieldFailure(NO_CAPACITY_MESSAGES.requested);
+    const stockedIn = this.dataCenters.find((dc) =>
+      dc.gpuAvailability?.some(
+        (a) => a.gpuTypeId === type.id && a.available && a.stockStatus && a.stockStatus !== "None",
+      ),
+    );
+    if (!stockedIn || price === null || gpuCount > type.maxGpuCount)
+      throw new FieldFailure(NO_CAPACITY_MESSAGES.requested);
 
     const env = (input.env as { key: string; value: string }[] | undefined) ?? [];
     const pod = this.model.create({
@@ -525,7 +669,8 @@ export class RunpodFake implements FakeService {
     if (!authenticated || this.quirks.auth === "no_permission") throw new FieldFailure(UNAUTHORIZED);
     // Quirk 12: null on success ("accepted" and "ignored" look the same), an error when repeated.
     const outcome = this.model.terminate(String(input.podId));
-    if (outcome === "already_gone") throw new FieldFailure("pod not found to terminate", this.quirks.notFoundCode ? "POD_NOT_FOUND" : undefined);
+    if (outcome === "already_gone")
+      throw new FieldFailure("pod not found to terminate", this.quirks.notFoundCode ? "POD_NOT_FOUND" : undefined);
     return null;
   }
 
@@ -543,7 +688,9 @@ export class RunpodFake implements FakeService {
       id: "user_2PyTJrLzeuwfZilRZ7JhCQDuSqo",
       email: "ops@example.com",
       clientBalance: this.clientBalance,
-      currentSpendPerHr: round(pods.reduce((sum, p) => sum + (p.desiredStatus === "RUNNING" ? (p.costPerHr as number) : 0), 0)),
+      currentSpendPerHr: round(
+        pods.reduce((sum, p) => sum + (p.desiredStatus === "RUNNING" ? (p.costPerHr as number) : 0), 0),
+      ),
       spendLimit: 80,
       underBalance: false,
       pods,
@@ -602,7 +749,11 @@ export class RunpodFake implements FakeService {
   }
 
   private runtime(m: ModelMachine, upForMs: number): Record<string, unknown> {
-    const gpus = Array.from({ length: m.gpuCount }, (_, i) => ({ id: `GPU-e0488b7e-6932-795b-a125-${String(i).padStart(12, "0")}`, gpuUtilPercent: 0, memoryUtilPercent: 3 }));
+    const gpus = Array.from({ length: m.gpuCount }, (_, i) => ({
+      id: `GPU-e0488b7e-6932-795b-a125-${String(i).padStart(12, "0")}`,
+      gpuUtilPercent: 0,
+      memoryUtilPercent: 3,
+    }));
     const container = { cpuPercent: 1, memoryPercent: 2 };
     // Quirk 8: runtime first appears with uptime 0 and no ports.
     if (upForMs < this.quirks.runtimeWithoutPortsMs) {
@@ -616,7 +767,12 @@ export class RunpodFake implements FakeService {
           ? { ip: "213.173.104.74", isIpPublic: true, privatePort: port, publicPort: 35558 + i, type }
           : { ip: `100.65.14.${155 + i}`, isIpPublic: false, privatePort: port, publicPort: 35558 + i, type },
     );
-    return { uptimeInSeconds: Math.max(1, Math.floor((upForMs - this.quirks.runtimeWithoutPortsMs) / 1000)), ports, gpus, container };
+    return {
+      uptimeInSeconds: Math.max(1, Math.floor((upForMs - this.quirks.runtimeWithoutPortsMs) / 1000)),
+      ports,
+      gpus,
+      container,
+    };
   }
 
   /** Quirk 10: `{id}-{port}.proxy...` answers 502 until the service listens. */
@@ -651,11 +807,34 @@ interface RootField {
 }
 
 const samplePod = (): Record<string, unknown> => ({
-  id: "7ucb8jox3buc29", name: "sample", desiredStatus: "RUNNING", costPerHr: 0.69, adjustedCostPerHr: 0.69, gpuCount: 1,
-  vcpuCount: 4, memoryInGb: 16, volumeInGb: 0, containerDiskInGb: 40, imageName: "ollama/ollama:latest", dockerArgs: "",
-  env: ["A=b"], ports: "11434/http", podType: "RESERVED", machineId: "ohkxhsnz9mko", uptimeSeconds: 1,
-  lastStatusChange: "Rented by User", lastStartedAt: "", createdAt: "",
-  machine: { podHostId: "x", gpuDisplayName: "RTX 4090", gpuTypeId: "x", dataCenterId: "EU-RO-1", location: "RO", secureCloud: true },
+  id: "7ucb8jox3buc29",
+  name: "sample",
+  desiredStatus: "RUNNING",
+  costPerHr: 0.69,
+  adjustedCostPerHr: 0.69,
+  gpuCount: 1,
+  vcpuCount: 4,
+  memoryInGb: 16,
+  volumeInGb: 0,
+  containerDiskInGb: 40,
+  imageName: "ollama/ollama:latest",
+  dockerArgs: "",
+  env: ["A=b"],
+  ports: "11434/http",
+  podType: "RESERVED",
+  machineId: "ohkxhsnz9mko",
+  uptimeSeconds: 1,
+  lastStatusChange: "Rented by User",
+  lastStartedAt: "",
+  createdAt: "",
+  machine: {
+    podHostId: "x",
+    gpuDisplayName: "RTX 4090",
+    gpuTypeId: "x",
+    dataCenterId: "EU-RO-1",
+    location: "RO",
+    secureCloud: true,
+  },
   runtime: {
     uptimeInSeconds: 1,
     ports: [{ ip: "100.65.0.1", isIpPublic: false, privatePort: 11434, publicPort: 1, type: "http" }],
@@ -700,7 +879,8 @@ const ROOT_FIELDS: Record<string, RootField> = {
     kind: "mutation",
     typeName: "Void",
     inputType: "PodTerminateInput!",
-    resolve: (fake, args, authenticated) => fake.resolveTerminate(isObject(args.input) ? args.input : {}, authenticated),
+    resolve: (fake, args, authenticated) =>
+      fake.resolveTerminate(isObject(args.input) ? args.input : {}, authenticated),
     sample: () => null,
   },
   myself: {
@@ -709,7 +889,13 @@ const ROOT_FIELDS: Record<string, RootField> = {
     typeName: "User",
     resolve: (fake, _args, authenticated) => fake.resolveMyself(authenticated),
     sample: () => ({
-      id: "user_x", email: "x", clientBalance: 1, currentSpendPerHr: 0, spendLimit: 80, underBalance: false, pods: [samplePod()],
+      id: "user_x",
+      email: "x",
+      clientBalance: 1,
+      currentSpendPerHr: 0,
+      spendLimit: 80,
+      underBalance: false,
+      pods: [samplePod()],
     }),
   },
 };
@@ -717,38 +903,73 @@ const ROOT_FIELDS: Record<string, RootField> = {
 /** Quirk 3: what RunPod checks on PodFindAndDeployOnDemandInput before deploying anything. */
 function validateDeployInput(input: unknown): void {
   const where = (field: string) => `Variable "$input" got invalid value at "input.${field}"`;
-  if (!isObject(input)) throw new ValidationFailure(`Variable "$input" of required type "PodFindAndDeployOnDemandInput!" was not provided.`, "BAD_USER_INPUT");
+  if (!isObject(input))
+    throw new ValidationFailure(
+      `Variable "$input" of required type "PodFindAndDeployOnDemandInput!" was not provided.`,
+      "BAD_USER_INPUT",
+    );
   for (const field of Object.keys(input)) {
     if (!DEPLOY_INPUT_FIELDS.has(field)) {
-      throw new ValidationFailure(`Variable "$input" got invalid value; Field "${field}" is not defined by type "PodFindAndDeployOnDemandInput".`, "BAD_USER_INPUT");
+      throw new ValidationFailure(
+        `Variable "$input" got invalid value; Field "${field}" is not defined by type "PodFindAndDeployOnDemandInput".`,
+        "BAD_USER_INPUT",
+      );
     }
   }
   for (const field of INT_FIELDS) {
     const value = input[field];
-    if (value != null && !Number.isInteger(value)) throw new ValidationFailure(`${where(field)}; Int cannot represent non-integer value: ${JSON.stringify(value)}`, "BAD_USER_INPUT");
+    if (value != null && !Number.isInteger(value))
+      throw new ValidationFailure(
+        `${where(field)}; Int cannot represent non-integer value: ${JSON.stringify(value)}`,
+        "BAD_USER_INPUT",
+      );
   }
   for (const field of STRING_FIELDS) {
     const value = input[field];
-    if (value != null && typeof value !== "string") throw new ValidationFailure(`${where(field)}; String cannot represent a non string value: ${JSON.stringify(value)}`, "BAD_USER_INPUT");
+    if (value != null && typeof value !== "string")
+      throw new ValidationFailure(
+        `${where(field)}; String cannot represent a non string value: ${JSON.stringify(value)}`,
+        "BAD_USER_INPUT",
+      );
   }
   if (input.cloudType != null && !["SECURE", "COMMUNITY", "ALL"].includes(input.cloudType as string)) {
-    throw new ValidationFailure(`${where("cloudType")}; Value ${JSON.stringify(input.cloudType)} does not exist in "CloudTypeEnum" enum.`, "BAD_USER_INPUT");
+    throw new ValidationFailure(
+      `${where("cloudType")}; Value ${JSON.stringify(input.cloudType)} does not exist in "CloudTypeEnum" enum.`,
+      "BAD_USER_INPUT",
+    );
   }
   // Quirk 14: env is a list of {key, value} objects, not "K=V" strings nor a map.
   if (input.env != null) {
     const env = input.env;
-    if (!Array.isArray(env) || !env.every((e) => isObject(e) && typeof e.key === "string" && typeof e.value === "string" && Object.keys(e).length === 2)) {
-      throw new ValidationFailure(`${where("env")}; Expected type "EnvironmentVariableInput" to be an object with string "key" and "value".`, "BAD_USER_INPUT");
+    if (
+      !Array.isArray(env) ||
+      !env.every(
+        (e) => isObject(e) && typeof e.key === "string" && typeof e.value === "string" && Object.keys(e).length === 2,
+      )
+    ) {
+      throw new ValidationFailure(
+        `${where("env")}; Expected type "EnvironmentVariableInput" to be an object with string "key" and "value".`,
+        "BAD_USER_INPUT",
+      );
     }
   }
-  if (input.ports != null && !/^(\s*\d+\/(http|tcp|udp)\s*)(,\s*\d+\/(http|tcp|udp)\s*)*$/.test(input.ports as string)) {
+  if (
+    input.ports != null &&
+    !/^(\s*\d+\/(http|tcp|udp)\s*)(,\s*\d+\/(http|tcp|udp)\s*)*$/.test(input.ports as string)
+  ) {
     throw new ValidationFailure(`${where("ports")}; ports must look like "8888/http,22/tcp"`, "BAD_USER_INPUT");
   }
   // Quirk 13: the DateTime scalar takes ISO 8601, not "1h".
   for (const field of ["terminateAfter", "stopAfter"]) {
     const value = input[field];
-    if (value != null && (typeof value !== "string" || !/^\d{4}-\d\d-\d\dT\d\d:\d\d/.test(value) || Number.isNaN(Date.parse(value)))) {
-      throw new ValidationFailure(`${where(field)}; Expected type "DateTime". DateTime cannot represent an invalid date-time-string ${JSON.stringify(value)}.`, "BAD_USER_INPUT");
+    if (
+      value != null &&
+      (typeof value !== "string" || !/^\d{4}-\d\d-\d\dT\d\d:\d\d/.test(value) || Number.isNaN(Date.parse(value)))
+    ) {
+      throw new ValidationFailure(
+        `${where(field)}; Expected type "DateTime". DateTime cannot represent an invalid date-time-string ${JSON.stringify(value)}.`,
+        "BAD_USER_INPUT",
+      );
     }
   }
 }
@@ -770,7 +991,8 @@ interface GraphqlDocument {
   selection: GraphqlField[];
 }
 
-const TOKEN = /\s+|,|#[^\n]*|("(?:\\.|[^"\\])*")|(\$[_A-Za-z][_0-9A-Za-z]*)|([_A-Za-z][_0-9A-Za-z]*)|(-?\d+(?:\.\d+)?)|([{}()[\]:!=@])/y;
+const TOKEN =
+  /\s+|,|#[^\n]*|("(?:\\.|[^"\\])*")|(\$[_A-Za-z][_0-9A-Za-z]*)|([_A-Za-z][_0-9A-Za-z]*)|(-?\d+(?:\.\d+)?)|([{}()[\]:!=@])/y;
 
 type Token = { kind: "string" | "variable" | "name" | "number" | "punct"; value: string };
 
@@ -811,7 +1033,14 @@ function parseDocument(source: string): GraphqlDocument {
     if (token.kind === "variable") return { variable: token.value };
     if (token.kind === "string") return JSON.parse(token.value) as string;
     if (token.kind === "number") return Number(token.value);
-    if (token.kind === "name") return token.value === "true" ? true : token.value === "false" ? false : token.value === "null" ? null : token.value;
+    if (token.kind === "name")
+      return token.value === "true"
+        ? true
+        : token.value === "false"
+          ? false
+          : token.value === "null"
+            ? null
+            : token.value;
     if (token.value === "[") {
       const list: ArgValue[] = [];
       while (!isPunct("]")) list.push(parseValue());
@@ -897,7 +1126,8 @@ function resolveArgs(args: Record<string, ArgValue>, variables: Record<string, u
   const resolve = (value: ArgValue): unknown => {
     if (Array.isArray(value)) return value.map(resolve);
     if (value !== null && typeof value === "object") {
-      if ("variable" in value && typeof value.variable === "string" && Object.keys(value).length === 1) return variables[value.variable];
+      if ("variable" in value && typeof value.variable === "string" && Object.keys(value).length === 1)
+        return variables[value.variable];
       return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, resolve(v as ArgValue)]));
     }
     return value;
@@ -910,7 +1140,8 @@ function project(value: unknown, selection: GraphqlField[] | null, typeName: str
   if (value === null || value === undefined) return null;
   if (Array.isArray(value)) return value.map((item) => project(item, selection, typeName));
   if (!isObject(value)) {
-    if (selection) throw new ValidationFailure(`Field of type "${typeName}" must not have a selection since it has no subfields.`);
+    if (selection)
+      throw new ValidationFailure(`Field of type "${typeName}" must not have a selection since it has no subfields.`);
     return value;
   }
   if (!selection) throw new ValidationFailure(`Field of type "${typeName}" must have a selection of subfields.`);
@@ -920,7 +1151,8 @@ function project(value: unknown, selection: GraphqlField[] | null, typeName: str
       out[field.alias ?? field.name] = typeName;
       continue;
     }
-    if (!(field.name in value)) throw new ValidationFailure(`Cannot query field "${field.name}" on type "${typeName}".`);
+    if (!(field.name in value))
+      throw new ValidationFailure(`Cannot query field "${field.name}" on type "${typeName}".`);
     out[field.alias ?? field.name] = project(value[field.name], field.selection, field.name);
   }
   return out;

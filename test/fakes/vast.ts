@@ -1,7 +1,7 @@
 import { CloudModel, type ModelMachine } from "../../src/sim/model";
 import type { FakeService } from "./install";
-import { json, takeQueued, text } from "./respond";
 import { ollamaResponse } from "./ollama";
+import { json, takeQueued, text } from "./respond";
 
 /**
  * Vast.ai's REST API as providers.md §2 and "Recorded responses" describe it, with one switch per
@@ -97,7 +97,14 @@ export interface VastFakeOffer {
   [field: string]: unknown;
 }
 
-const offer = (id: number, gpu_name: string, num_gpus: number, gpuRamMb: number, dph_base: number, extra: Partial<VastFakeOffer> = {}): VastFakeOffer => ({
+const offer = (
+  id: number,
+  gpu_name: string,
+  num_gpus: number,
+  gpuRamMb: number,
+  dph_base: number,
+  extra: Partial<VastFakeOffer> = {},
+): VastFakeOffer => ({
   id,
   ask_contract_id: id,
   machine_id: 30000 + (id % 1000),
@@ -135,7 +142,12 @@ export const defaultVastOffers = (): VastFakeOffer[] => [
   offer(18463531, "CMP 170HX", 1, 8192, 0.05, { gpu_mem_bw: 1493, compute_cap: 800 }),
   offer(18463532, "Tesla P100", 1, 16384, 0.08, { gpu_mem_bw: 732, compute_cap: 600, cuda_max_good: 12.2 }),
   offer(18463533, "GTX 1080 Ti", 1, 11264, 0.06, { compute_cap: 610 }),
-  offer(18463534, "H100 SXM", 2, 81559, 3.8, { gpu_mem_bw: 3350.2, compute_cap: 900, inet_down: 4800, geolocation: "Texas, US" }),
+  offer(18463534, "H100 SXM", 2, 81559, 3.8, {
+    gpu_mem_bw: 3350.2,
+    compute_cap: 900,
+    inet_down: 4800,
+    geolocation: "Texas, US",
+  }),
   offer(18463535, "A100 PCIE", 1, 40960, 0.7, { gpu_mem_bw: 1555, compute_cap: 800, geolocation: "Quebec, CA" }),
   offer(18463536, "RTX 4090", 1, 24564, 0.3, { verification: "unverified" }),
   offer(18463537, "RTX 5090", 1, 32607, 0.55, { gpu_mem_bw: 1792, compute_cap: 1200, rented: true }),
@@ -181,7 +193,12 @@ export interface RecordedRequest {
 }
 
 /** Minimum intervals per endpoint (vast-docs x-rate-limit), ms. */
-const RATE_INTERVAL_MS: Partial<Record<VastOperation, number>> = { create: 4500, show: 2000, destroy: 3000, list: 1000 };
+const RATE_INTERVAL_MS: Partial<Record<VastOperation, number>> = {
+  create: 4500,
+  show: 2000,
+  destroy: 3000,
+  list: 1000,
+};
 
 const CONTROL_KEYS = new Set(["order", "type", "limit", "allocated_storage", "disable_bundling"]);
 
@@ -200,13 +217,18 @@ export class VastFake implements FakeService {
   private readonly lastCall = new Map<VastOperation, number>();
 
   constructor(options: { now?: () => number; bootMs?: number; lingerMs?: number; apiKey?: string } = {}) {
-    this.model = new CloudModel({ now: options.now ?? (() => Date.now()), bootMs: options.bootMs ?? 0, lingerMs: options.lingerMs ?? 0 });
+    this.model = new CloudModel({
+      now: options.now ?? (() => Date.now()),
+      bootMs: options.bootMs ?? 0,
+      lingerMs: options.lingerMs ?? 0,
+    });
     this.apiKey = options.apiKey ?? VAST_FAKE_KEY;
   }
 
   /** Queues a fault for the next `times` calls of one operation. */
   inject(operation: VastOperation, fault: VastFault, times = 1, afterEffect = false): this {
-    (this.faults[operation] ??= []).push({ fault, times, afterEffect });
+    this.faults[operation] ??= [];
+    this.faults[operation].push({ fault, times, afterEffect });
     return this;
   }
 
@@ -256,7 +278,10 @@ export class VastFake implements FakeService {
     const machine = this.byAddress(url);
     if (machine) {
       const since = this.model.runningSince(machine.id);
-      const listening = this.model.state(machine.id) === "running" && since !== null && this.model.now() >= since + this.quirks.ollamaDelayMs;
+      const listening =
+        this.model.state(machine.id) === "running" &&
+        since !== null &&
+        this.model.now() >= since + this.quirks.ollamaDelayMs;
       return ollamaResponse(request, listening);
     }
     const raw = request.method === "GET" || request.method === "HEAD" ? "" : await request.text();
@@ -275,7 +300,8 @@ export class VastFake implements FakeService {
       body,
     });
     const route = this.route(request.method, url.pathname);
-    if (!route) return json({ success: false, error: "not_found", msg: `no route ${request.method} ${url.pathname}` }, 404);
+    if (!route)
+      return json({ success: false, error: "not_found", msg: `no route ${request.method} ${url.pathname}` }, 404);
     const { operation, id } = route;
     // Offer search works without a key (gpuhunt calls it bare); everything else needs one.
     if (operation !== "offers" && !this.authorised(request, url)) {
@@ -312,7 +338,10 @@ export class VastFake implements FakeService {
 
   private authorised(request: Request, url: URL): boolean {
     // Vast also accepts ?api_key= (the docs); gpulease must never use it, tests check the URLs.
-    return request.headers.get("Authorization") === `Bearer ${this.apiKey}` || url.searchParams.get("api_key") === this.apiKey;
+    return (
+      request.headers.get("Authorization") === `Bearer ${this.apiKey}` ||
+      url.searchParams.get("api_key") === this.apiKey
+    );
   }
 
   private rateLimit(operation: VastOperation): Response | null {
@@ -329,7 +358,14 @@ export class VastFake implements FakeService {
         case "detail":
           return json({ detail: `API requests too frequent endpoint threshold=${threshold}` }, 429);
         case "json":
-          return json({ success: false, error: "rate_limit_exceeded", msg: `API requests too frequent endpoint threshold=${threshold}` }, 429);
+          return json(
+            {
+              success: false,
+              error: "rate_limit_exceeded",
+              msg: `API requests too frequent endpoint threshold=${threshold}`,
+            },
+            429,
+          );
       }
     }
     this.lastCall.set(operation, now);
@@ -341,7 +377,12 @@ export class VastFake implements FakeService {
   }
 
   /** The answer for a fault, or null when the fault only changes what the operation does. */
-  private async faultResponse(fault: VastFault, operation: VastOperation, request: Request, id: string | null): Promise<Response | null> {
+  private async faultResponse(
+    fault: VastFault,
+    operation: VastOperation,
+    request: Request,
+    id: string | null,
+  ): Promise<Response | null> {
     switch (fault.kind) {
       case "http":
         if (fault.status === 429) return text(fault.body ?? "API requests too frequent", 429);
@@ -349,7 +390,10 @@ export class VastFake implements FakeService {
       case "hang":
         return hang(request);
       case "malformed":
-        return new Response('{"instances": {"id": 27', { status: 200, headers: { "Content-Type": "application/json" } });
+        return new Response('{"instances": {"id": 27', {
+          status: 200,
+          headers: { "Content-Type": "application/json" },
+        });
       case "empty":
         return new Response("", { status: 200 });
       case "error200":
@@ -412,7 +456,9 @@ export class VastFake implements FakeService {
       dph_total: round4(o.dph_base + (o.storage_cost * storage) / 30 / 24),
       storage_total_cost: round4((o.storage_cost * storage) / 30 / 24),
     }));
-    const matching = priced.filter((o) => Object.entries(body).every(([field, filter]) => CONTROL_KEYS.has(field) || matchesFilter(o, field, filter)));
+    const matching = priced.filter((o) =>
+      Object.entries(body).every(([field, filter]) => CONTROL_KEYS.has(field) || matchesFilter(o, field, filter)),
+    );
     const order = Array.isArray(body.order) ? (body.order as [string, string][]) : [];
     for (const [field, direction] of [...order].reverse()) {
       const value = (row: Record<string, unknown>) => Number(row[field] ?? 0);
@@ -423,13 +469,25 @@ export class VastFake implements FakeService {
   }
 
   private create(askId: number, body: unknown): Response {
-    if (!isObject(body)) return json({ success: false, error: "invalid_args", msg: "error 400/3467: Invalid args: body" }, 400);
+    if (!isObject(body))
+      return json({ success: false, error: "invalid_args", msg: "error 400/3467: Invalid args: body" }, 400);
     // Quirk 28: env must be an object; the "-e K=V" flag string of templates is refused here.
     if (body.env !== undefined && body.env !== null && (!isObject(body.env) || Array.isArray(body.env))) {
-      return json({ success: false, error: "invalid_args", msg: "error 400/3467: Invalid args: env must be a dict", ask_id: askId }, 400);
+      return json(
+        {
+          success: false,
+          error: "invalid_args",
+          msg: "error 400/3467: Invalid args: env must be a dict",
+          ask_id: askId,
+        },
+        400,
+      );
     }
     if (typeof body.image !== "string" || body.image === "") {
-      return json({ success: false, error: "invalid_args", msg: "error 400/3467: Invalid args: image required", ask_id: askId }, 400);
+      return json(
+        { success: false, error: "invalid_args", msg: "error 400/3467: Invalid args: image required", ask_id: askId },
+        400,
+      );
     }
     const listed = this.offers.find((o) => o.id === askId);
     const race = this.quirks.offerRace;
@@ -443,18 +501,52 @@ export class VastFake implements FakeService {
         return json({ success: true, new_contract: Number(stopped.id) });
       }
       return race.status === 410
-        ? json({ success: false, error: "no_such_ask", msg: `error 410/3907: no_such_ask Instance type ${askId} is no longer available.`, ask_id: askId }, 410)
-        : json({ success: false, error: "invalid_args", msg: `error 404/3603: no_such_ask Instance type by id ${askId} is not available.`, ask_id: askId }, 404);
+        ? json(
+            {
+              success: false,
+              error: "no_such_ask",
+              msg: `error 410/3907: no_such_ask Instance type ${askId} is no longer available.`,
+              ask_id: askId,
+            },
+            410,
+          )
+        : json(
+            {
+              success: false,
+              error: "invalid_args",
+              msg: `error 404/3603: no_such_ask Instance type by id ${askId} is not available.`,
+              ask_id: askId,
+            },
+            404,
+          );
     }
     if (!listed || listed.rented || !listed.rentable) {
-      return json({ success: false, error: "invalid_args", msg: `error 404/3603: no_such_ask Instance type by id ${askId} is not available.`, ask_id: askId }, 404);
+      return json(
+        {
+          success: false,
+          error: "invalid_args",
+          msg: `error 404/3603: no_such_ask Instance type by id ${askId} is not available.`,
+          ask_id: askId,
+        },
+        404,
+      );
     }
-    if (this.credit <= 0) return json({ success: false, error: "insufficient_credit", msg: "Your balance is too low" }, 400);
+    if (this.credit <= 0)
+      return json({ success: false, error: "insufficient_credit", msg: "Your balance is too low" }, 400);
     if (this.quirks.errorWithContract) {
       // Quirk 24: the bid is refused, yet a stopped instance exists and bills for its disk.
       const stopped = this.fromAsk(askId, body, listed);
       this.model.exit(stopped.id, "insufficient bid");
-      return json({ success: false, error: "invalid_price", msg: "error 400/3470: bid price too low", new_contract: Number(stopped.id), ask_id: askId }, 400);
+      return json(
+        {
+          success: false,
+          error: "invalid_price",
+          msg: "error 400/3470: bid price too low",
+          new_contract: Number(stopped.id),
+          ask_id: askId,
+        },
+        400,
+      );
     }
     const machine = this.fromAsk(askId, body, listed);
     listed.rented = true;
@@ -463,7 +555,9 @@ export class VastFake implements FakeService {
   }
 
   private fromAsk(askId: number, body: Record<string, unknown>, listed: VastFakeOffer | undefined): ModelMachine {
-    const env = isObject(body.env) ? (Object.fromEntries(Object.entries(body.env).map(([k, v]) => [k, String(v)])) as Record<string, string>) : {};
+    const env = isObject(body.env)
+      ? (Object.fromEntries(Object.entries(body.env).map(([k, v]) => [k, String(v)])) as Record<string, string>)
+      : {};
     return this.createInstance({
       askId,
       label: typeof body.label === "string" ? body.label : null,
@@ -534,7 +628,9 @@ export class VastFake implements FakeService {
     const m = this.model.get(id);
     if (!m || this.model.state(id) === "gone") {
       // Quirk 18: usually 200 {"instances": null}; a 404 is possible too.
-      return this.quirks.deletedReadsAs === "404" ? json({ success: false, error: "no_such_instance", msg: "Instance not found" }, 404) : json({ instances: null });
+      return this.quirks.deletedReadsAs === "404"
+        ? json({ success: false, error: "no_such_instance", msg: "Instance not found" }, 404)
+        : json({ instances: null });
     }
     // Quirk 19: one object under the plural key.
     return json({ instances: this.instanceJson(m) });
@@ -570,12 +666,19 @@ export class VastFake implements FakeService {
         if (!isObject(parsed)) throw new Error("not an object");
         filters = parsed;
       } catch {
-        return json({ error: "invalid_request", msg: "Error in query parameters: select_filters is not valid JSON" }, 400);
+        return json(
+          { error: "invalid_request", msg: "Error in query parameters: select_filters is not valid JSON" },
+          400,
+        );
       }
     }
     const allowed = new Set(["label", "id", "actual_status", "gpu_name", "verification"]);
     for (const field of Object.keys(filters)) {
-      if (!allowed.has(field)) return json({ error: "invalid_request", msg: `Error in query parameters: ${field} is not a valid search key` }, 400);
+      if (!allowed.has(field))
+        return json(
+          { error: "invalid_request", msg: `Error in query parameters: ${field} is not a valid search key` },
+          400,
+        );
     }
     const all = this.model
       .list()
@@ -586,7 +689,8 @@ export class VastFake implements FakeService {
     const page = all.slice(offset, offset + limit);
     const nextOffset = offset + limit;
     const labelCounts: Record<string, number> = {};
-    for (const instance of all) labelCounts[String(instance.label ?? "")] = (labelCounts[String(instance.label ?? "")] ?? 0) + 1;
+    for (const instance of all)
+      labelCounts[String(instance.label ?? "")] = (labelCounts[String(instance.label ?? "")] ?? 0) + 1;
     return json({
       success: true,
       instances_found: page.length,
@@ -628,14 +732,22 @@ export class VastFake implements FakeService {
       geolocation: "Oregon, US",
     };
     const statuses = (actual: string | null, intended: string, msg: string | null, cur = intended) =>
-      Object.assign(instance, { actual_status: actual, intended_status: intended, cur_state: cur, next_state: cur, status_msg: msg });
+      Object.assign(instance, {
+        actual_status: actual,
+        intended_status: intended,
+        cur_state: cur,
+        next_state: cur,
+        status_msg: msg,
+      });
     const portsBeforeRunning = () => {
       // Quirk 21: empty, null or absent until running.
       if (this.quirks.portsBeforeRunning === "empty") instance.ports = {};
       else if (this.quirks.portsBeforeRunning === "null") instance.ports = null;
     };
     const publishedPorts = () => {
-      instance.ports = Object.fromEntries(Object.entries(meta.hostPorts).map(([port, host]) => [`${port}/tcp`, [{ HostIp: "0.0.0.0", HostPort: host }]]));
+      instance.ports = Object.fromEntries(
+        Object.entries(meta.hostPorts).map(([port, host]) => [`${port}/tcp`, [{ HostIp: "0.0.0.0", HostPort: host }]]),
+      );
     };
     switch (state) {
       case "booting": {

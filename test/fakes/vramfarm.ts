@@ -63,11 +63,66 @@ export interface VramfarmListing {
 }
 
 export const defaultVramfarmListings = (): VramfarmListing[] => [
-  { id: 5101, gpu: "rtx-4090", gpu_name: "RTX 4090", count: 1, vram_gb: 24, price: 0.49, country: "DE", reliable: true, eurPerGb: 0.002, free: 2 },
-  { id: 5102, gpu: "rtx-4090", gpu_name: "RTX 4090", count: 1, vram_gb: 24, price: 0.45, country: "FI", reliable: false, eurPerGb: 0.002, free: 1 },
-  { id: 5103, gpu: "rtx-4090", gpu_name: "RTX 4090", count: 2, vram_gb: 24, price: 0.96, country: "DE", reliable: true, eurPerGb: 0.002, free: 1 },
-  { id: 5201, gpu: "h100-sxm", gpu_name: "H100 SXM", count: 1, vram_gb: 80, price: 2.1, country: "DE", reliable: true, eurPerGb: 0.001, free: 1 },
-  { id: 5301, gpu: "a40", gpu_name: "A40", count: 1, vram_gb: 48, price: 0.38, country: "NL", reliable: true, eurPerGb: 0.003, free: 0 },
+  {
+    id: 5101,
+    gpu: "rtx-4090",
+    gpu_name: "RTX 4090",
+    count: 1,
+    vram_gb: 24,
+    price: 0.49,
+    country: "DE",
+    reliable: true,
+    eurPerGb: 0.002,
+    free: 2,
+  },
+  {
+    id: 5102,
+    gpu: "rtx-4090",
+    gpu_name: "RTX 4090",
+    count: 1,
+    vram_gb: 24,
+    price: 0.45,
+    country: "FI",
+    reliable: false,
+    eurPerGb: 0.002,
+    free: 1,
+  },
+  {
+    id: 5103,
+    gpu: "rtx-4090",
+    gpu_name: "RTX 4090",
+    count: 2,
+    vram_gb: 24,
+    price: 0.96,
+    country: "DE",
+    reliable: true,
+    eurPerGb: 0.002,
+    free: 1,
+  },
+  {
+    id: 5201,
+    gpu: "h100-sxm",
+    gpu_name: "H100 SXM",
+    count: 1,
+    vram_gb: 80,
+    price: 2.1,
+    country: "DE",
+    reliable: true,
+    eurPerGb: 0.001,
+    free: 1,
+  },
+  {
+    id: 5301,
+    gpu: "a40",
+    gpu_name: "A40",
+    count: 1,
+    vram_gb: 48,
+    price: 0.38,
+    country: "NL",
+    reliable: true,
+    eurPerGb: 0.003,
+    free: 0,
+  },
 ];
 
 interface VramfarmMeta {
@@ -115,13 +170,23 @@ export class VramfarmFake implements FakeService {
   }
 
   inject(operation: VramfarmOperation, fault: VramfarmFault, times = 1, afterEffect = false): this {
-    (this.faults[operation] ??= []).push({ fault, times, afterEffect });
+    this.faults[operation] ??= [];
+    this.faults[operation].push({ fault, times, afterEffect });
     return this;
   }
 
   /** A server started outside gpulease (the user's own batch job, or an unrecorded orphan). */
   plant(input: PlantVramfarmServer = {}): ModelMachine {
-    return this.start(input.gpu ?? "rtx-4090", input.count ?? 1, input.price ?? 0.49, input.image ?? "ghcr.io/someone/job:1", null, null, "custom", input.bootMs);
+    return this.start(
+      input.gpu ?? "rtx-4090",
+      input.count ?? 1,
+      input.price ?? 0.49,
+      input.image ?? "ghcr.io/someone/job:1",
+      null,
+      null,
+      "custom",
+      input.bootMs,
+    );
   }
 
   /** Traffic counted so far for a server, in EUR. */
@@ -186,14 +251,24 @@ export class VramfarmFake implements FakeService {
     return takeQueued(this.faults[operation]);
   }
 
-  private async faultResponse(fault: VramfarmFault, operation: VramfarmOperation, request: Request, id: string | null): Promise<Response | null> {
+  private async faultResponse(
+    fault: VramfarmFault,
+    operation: VramfarmOperation,
+    request: Request,
+    id: string | null,
+  ): Promise<Response | null> {
     switch (fault.kind) {
       case "http": {
         const retryAfter = fault.retryAfter === undefined ? String(this.quirks.retryAfterSeconds) : fault.retryAfter;
         // 429/502/503 = retry after a pause, and VRAMfarm says how long (article).
-        const headers: Record<string, string> = retryAfter !== null && fault.status !== 500 ? { "Retry-After": retryAfter } : {};
+        const headers: Record<string, string> =
+          retryAfter !== null && fault.status !== 500 ? { "Retry-After": retryAfter } : {};
         const code = fault.status === 429 ? "rate_limited" : "unavailable";
-        return json({ error: fault.status === 429 ? "too many requests" : "temporarily unavailable", code }, fault.status, headers);
+        return json(
+          { error: fault.status === 429 ? "too many requests" : "temporarily unavailable", code },
+          fault.status,
+          headers,
+        );
       }
       case "hang":
         return new Promise((_, reject) => {
@@ -228,12 +303,24 @@ export class VramfarmFake implements FakeService {
           types: slugs.map((gpu) => {
             const ofType = offers.filter((o) => o.gpu === gpu);
             const reliable = ofType.filter((o) => o.reliable).sort((a, b) => a.price - b.price);
-            return { gpu, gpu_name: ofType[0]?.gpu_name, vram_gb: ofType[0]?.vram_gb, cheapest: reliable[0] ?? null, available: ofType.length };
+            return {
+              gpu,
+              gpu_name: ofType[0]?.gpu_name,
+              vram_gb: ofType[0]?.vram_gb,
+              cheapest: reliable[0] ?? null,
+              available: ofType.length,
+            };
           }),
         });
       }
       case "account":
-        return json({ verified: true, ssh_key_set: true, balance_eur: this.balanceEur, max_servers: this.quirks.maxServers, servers_running: this.live().length });
+        return json({
+          verified: true,
+          ssh_key_set: true,
+          balance_eur: this.balanceEur,
+          max_servers: this.quirks.maxServers,
+          servers_running: this.live().length,
+        });
       case "create":
         return this.create(body);
       case "show": {
@@ -276,29 +363,60 @@ export class VramfarmFake implements FakeService {
   }
 
   private create(body: unknown): Response {
-    if (typeof body !== "object" || body === null) return json({ error: "body must be a JSON object", code: "invalid_request" }, 400);
+    if (typeof body !== "object" || body === null)
+      return json({ error: "body must be a JSON object", code: "invalid_request" }, 400);
     const input = body as Record<string, unknown>;
     if (typeof input.gpu !== "string") return json({ error: "gpu is required", code: "invalid_request" }, 400);
     const count = input.count === undefined ? 1 : Number(input.count);
     const template = input.template === undefined ? "pytorch" : String(input.template);
-    if (!["pytorch", "custom"].includes(template)) return json({ error: `unknown template ${template}`, code: "invalid_request" }, 400);
-    if (template === "custom" && typeof input.image !== "string") return json({ error: "image is required for custom", code: "invalid_request" }, 400);
-    if (typeof input.cmd === "string" && input.cmd.length > 4000) return json({ error: "cmd is longer than 4000 characters", code: "invalid_request" }, 400);
+    if (!["pytorch", "custom"].includes(template))
+      return json({ error: `unknown template ${template}`, code: "invalid_request" }, 400);
+    if (template === "custom" && typeof input.image !== "string")
+      return json({ error: "image is required for custom", code: "invalid_request" }, 400);
+    if (typeof input.cmd === "string" && input.cmd.length > 4000)
+      return json({ error: "cmd is longer than 4000 characters", code: "invalid_request" }, 400);
     if (this.balanceEur <= 0) return json({ error: "balance too low", code: "insufficient_balance" }, 402);
     if (this.live().length >= this.quirks.maxServers) {
       return json({ error: `at most ${this.quirks.maxServers} servers at once`, code: "server_limit" }, 409);
     }
     // The cheapest free machine of that card and count; there is no offer id in the request.
-    const listing = this.listings.filter((l) => l.gpu === input.gpu && l.count === count && l.free > 0).sort((a, b) => a.price - b.price)[0];
+    const listing = this.listings
+      .filter((l) => l.gpu === input.gpu && l.count === count && l.free > 0)
+      .sort((a, b) => a.price - b.price)[0];
     if (!listing) return json({ error: `no ${input.gpu} machine is free right now`, code: "no_capacity" }, 409);
     listing.free -= 1;
     const image = template === "custom" ? String(input.image) : "vramfarm/pytorch:2026-11";
-    const machine = this.start(listing.gpu, count, listing.price, image, typeof input.cmd === "string" ? input.cmd : null, typeof input.disk === "number" ? input.disk : null, template);
+    const machine = this.start(
+      listing.gpu,
+      count,
+      listing.price,
+      image,
+      typeof input.cmd === "string" ? input.cmd : null,
+      typeof input.disk === "number" ? input.disk : null,
+      template,
+    );
     return json({ id: Number(machine.id), status: "provisioning" });
   }
 
-  private start(gpu: string, count: number, price: number, image: string, cmd: string | null, disk: number | null, template: string, bootMs?: number): ModelMachine {
-    const meta: VramfarmMeta = { gpu, image, cmd, disk, template, sshPort: 22000 + (serverCounter % 1000), trafficEur: 0 };
+  private start(
+    gpu: string,
+    count: number,
+    price: number,
+    image: string,
+    cmd: string | null,
+    disk: number | null,
+    template: string,
+    bootMs?: number,
+  ): ModelMachine {
+    const meta: VramfarmMeta = {
+      gpu,
+      image,
+      cmd,
+      disk,
+      template,
+      sshPort: 22000 + (serverCounter % 1000),
+      trafficEur: 0,
+    };
     return this.model.create({
       id: String(serverCounter++),
       label: null,
@@ -322,7 +440,9 @@ export class VramfarmFake implements FakeService {
   }
 
   private live(): ModelMachine[] {
-    return [...this.model.machines.values()].filter((m) => ["booting", "running", "failed"].includes(this.model.state(m.id)));
+    return [...this.model.machines.values()].filter((m) =>
+      ["booting", "running", "failed"].includes(this.model.state(m.id)),
+    );
   }
 
   /** The server as `GET /api/instances/{id}` shows it, for the model's current state. */
@@ -330,7 +450,8 @@ export class VramfarmFake implements FakeService {
     const meta = m.meta as unknown as VramfarmMeta;
     const state = this.model.state(m.id);
     // A failed start is replaced at no cost under the same id: it just stays provisioning.
-    const status = state === "booting" || state === "failed" ? "provisioning" : state === "running" ? "running" : "stopped";
+    const status =
+      state === "booting" || state === "failed" ? "provisioning" : state === "running" ? "running" : "stopped";
     const runningSince = this.runningSince(m);
     const stoppedAt = m.terminateRequestedAt ?? m.exitedAt;
     return {

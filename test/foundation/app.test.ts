@@ -65,20 +65,35 @@ describe("error envelope", () => {
           method: "post",
           path: "/echo",
           request: {
-            body: { content: { "application/json": { schema: z.object({ max_minutes: z.number().int().max(10080), name: z.string() }) } }, required: true },
+            body: {
+              content: {
+                "application/json": {
+                  schema: z.object({ max_minutes: z.number().int().max(10080), name: z.string() }),
+                },
+              },
+              required: true,
+            },
           },
           responses: { 200: { description: "ok" } },
         },
         (c) => c.json({ ok: true }, 200),
       ),
     );
-    const res = await app.request("/echo", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ max_minutes: 99999 }) }, env);
+    const res = await app.request(
+      "/echo",
+      { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ max_minutes: 99999 }) },
+      env,
+    );
     expect(res.status).toBe(400);
     const body = await errorBody(res);
     expect(body.code).toBe("invalid_request");
     expect(body.issues?.map((i) => i.path).sort()).toEqual(["max_minutes", "name"]);
 
-    const notJson = await app.request("/echo", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{not json" }, env);
+    const notJson = await app.request(
+      "/echo",
+      { method: "POST", headers: { "Content-Type": "application/json" }, body: "{not json" },
+      env,
+    );
     expect(notJson.status).toBe(400);
     expect((await errorBody(notJson)).code).toBe("invalid_request");
   });
@@ -124,7 +139,12 @@ describe("config", () => {
   });
 
   it("reads defaults, unset budgets and plain-HTTP loopback provider URLs", () => {
-    const config = loadConfig({ ...env, BUDGET_DAILY_USD: "", VAST_API_URL: "http://127.0.0.1:9001/", POLL_INTERVAL_S: undefined });
+    const config = loadConfig({
+      ...env,
+      BUDGET_DAILY_USD: "",
+      VAST_API_URL: "http://127.0.0.1:9001/",
+      POLL_INTERVAL_S: undefined,
+    });
     expect(config.pollIntervalS).toBe(10);
     expect(config.budgetDailyUsd).toBeNull();
     expect(config.vastApiUrl).toBe("http://127.0.0.1:9001");
@@ -137,6 +157,9 @@ describe("config", () => {
     const res = await app.request("/health", {}, { ...env, MAX_ACTIVE_LEASES: "many" });
     spy.mockRestore();
     expect(res.status).toBe(500);
-    expect(await errorBody(res)).toMatchObject({ code: "internal", error: expect.stringContaining("MAX_ACTIVE_LEASES") });
+    expect(await errorBody(res)).toMatchObject({
+      code: "internal",
+      error: expect.stringContaining("MAX_ACTIVE_LEASES"),
+    });
   });
 });

@@ -10,7 +10,10 @@ import { ADMIN_TOKEN } from "../helpers";
  * after 1,600, and finally "Maximum call stack size exceeded"), so suites that send thousands of
  * requests use this. Same handler, same env, same Durable Objects.
  */
-export async function apiDirect(path: string, init: RequestInit & { json?: unknown; token?: string | null } = {}): Promise<Response> {
+export async function apiDirect(
+  path: string,
+  init: RequestInit & { json?: unknown; token?: string | null } = {},
+): Promise<Response> {
   const headers = new Headers(init.headers);
   const token = init.token === undefined ? ADMIN_TOKEN : init.token;
   if (token) headers.set("Authorization", `Bearer ${token}`);

@@ -43,7 +43,10 @@ export interface Exchange {
 export class Recorder {
   readonly exchanges: Exchange[] = [];
 
-  async call(path: string, init: Parameters<typeof apiDirect>[1] = {}): Promise<{ status: number; body: string; json: unknown }> {
+  async call(
+    path: string,
+    init: Parameters<typeof apiDirect>[1] = {},
+  ): Promise<{ status: number; body: string; json: unknown }> {
     const res = await apiDirect(path, init);
     const body = await res.text();
     const headers = [...res.headers.entries()].map(([name, value]) => `${name}: ${value}`).join("\n");

@@ -1,14 +1,14 @@
 import { env } from "cloudflare:workers";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Lease } from "../../src/leases/schema";
-import { installFakes, type InstalledFakes } from "../fakes/install";
+import type { CloudModel } from "../../src/sim/model";
+import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RunpodFake } from "../fakes/runpod";
 import { VastFake } from "../fakes/vast";
 import { VramfarmFake } from "../fakes/vramfarm";
-import type { CloudModel } from "../../src/sim/model";
 import { driveUntil, fireNext, Recorder, TestClock } from "./drive";
-import { Faulty, type Fault, type FaultyProvider, type ProviderCall } from "./faulty";
-import { formatMatrix, type Cell } from "./matrix";
+import { type Fault, Faulty, type FaultyProvider, type ProviderCall } from "./faulty";
+import { type Cell, formatMatrix } from "./matrix";
 
 /*
  * The fault matrix: every provider (through its wire-faithful fake) × every call the keeper and
@@ -59,7 +59,14 @@ function faultOf(name: Exclude<FaultName, "ignored" | "flap">): Fault {
 const RENT_BODY: Record<FaultyProvider, Record<string, unknown>> = {
   runpod: { provider: "runpod", gpu: "4090", max_minutes: 60 },
   vast: { provider: "vast", gpu: "4090", max_minutes: 60 },
-  vramfarm: { provider: "vramfarm", gpu: "4090", template: "custom", image: "ghcr.io/you/batch:1", cmd: "python /app/run.py", max_minutes: 60 },
+  vramfarm: {
+    provider: "vramfarm",
+    gpu: "4090",
+    template: "custom",
+    image: "ghcr.io/you/batch:1",
+    cmd: "python /app/run.py",
+    max_minutes: 60,
+  },
 };
 
 /**
@@ -90,7 +97,11 @@ function makeWorld(provider: FaultyProvider): World {
   const runpod = new RunpodFake({ quirks: { bootMs: 30_000, lingerMs: 5_000 } });
   const vast = new VastFake({ bootMs: 30_000, lingerMs: 5_000 });
   const vramfarm = new VramfarmFake({ bootMs: 30_000 });
-  const faulty = { runpod: new Faulty("runpod", runpod), vast: new Faulty("vast", vast), vramfarm: new Faulty("vramfarm", vramfarm) };
+  const faulty = {
+    runpod: new Faulty("runpod", runpod),
+    vast: new Faulty("vast", vast),
+    vramfarm: new Faulty("vramfarm", vramfarm),
+  };
   installed = installFakes(faulty.runpod, faulty.vast, faulty.vramfarm);
   return {
     provider,
@@ -141,7 +152,8 @@ async function stopAndSettle(w: World, leaseId: string): Promise<void> {
 async function settle(w: World, leaseId: string): Promise<Lease> {
   // A lease that never gets there is reported by checkAfter, with its events.
   const end = await driveUntil(clock, w.recorder, leaseId, ["stopped"], MAX_ALARMS);
-  if (end.reached && !end.lease.teardown_verified_at) w.problems.push(`lease ${leaseId} stopped without teardown_verified_at`);
+  if (end.reached && !end.lease.teardown_verified_at)
+    w.problems.push(`lease ${leaseId} stopped without teardown_verified_at`);
   return end.lease;
 }
 
@@ -150,8 +162,14 @@ async function checkAfter(w: World): Promise<void> {
   for (const leaseId of w.leases) {
     const lease = await w.recorder.lease(leaseId);
     if (lease.status === "stopped") continue;
-    const events = ((await w.recorder.call(`/v1/leases/${leaseId}/events`)).json as { events: { kind: string; detail: string | null }[] }).events;
-    w.problems.push(`lease ${leaseId} ended ${lease.status} (error ${JSON.stringify(lease.error)}); its events: ${storyOf(events)}`);
+    const events = (
+      (await w.recorder.call(`/v1/leases/${leaseId}/events`)).json as {
+        events: { kind: string; detail: string | null }[];
+      }
+    ).events;
+    w.problems.push(
+      `lease ${leaseId} ended ${lease.status} (error ${JSON.stringify(lease.error)}); its events: ${storyOf(events)}`,
+    );
   }
   // Past every linger: what the fakes still hold now is alive (an honoured terminate is gone).
   clock.advance(10 * 60_000);
@@ -163,7 +181,12 @@ async function checkAfter(w: World): Promise<void> {
   for (const ex of w.recorder.exchanges) {
     if (ex.status < 500) continue;
     const body = safeJson(ex.body) as { code?: string; lease_id?: string } | undefined;
-    const unknownRental = ex.method === "POST" && ex.path === "/v1/leases" && ex.status === 502 && body?.code === "provider_error" && typeof body.lease_id === "string";
+    const unknownRental =
+      ex.method === "POST" &&
+      ex.path === "/v1/leases" &&
+      ex.status === 502 &&
+      body?.code === "provider_error" &&
+      typeof body.lease_id === "string";
     if (!unknownRental) w.problems.push(`${ex.method} ${ex.path} answered ${ex.status}: ${ex.body.slice(0, 200)}`);
   }
 }
@@ -195,7 +218,8 @@ async function offersScenario(w: World, fault: Fault): Promise<void> {
   const listed = await w.recorder.call(`/v1/offers?provider=${w.provider}`);
   const errors = (listed.json as { errors?: { provider: string }[] } | undefined)?.errors ?? [];
   if (listed.status !== 200) w.problems.push(`GET /v1/offers answered ${listed.status} while ${w.provider} failed`);
-  else if (!errors.some((e) => e.provider === w.provider)) w.problems.push(`GET /v1/offers did not list ${w.provider} under errors`);
+  else if (!errors.some((e) => e.provider === w.provider))
+    w.problems.push(`GET /v1/offers did not list ${w.provider} under errors`);
   // While the listing fails a rental finds nothing: a 4xx, never a 5xx, and nothing rented.
   const refused = await rent(w);
   if (refused.status !== 409) w.notes.push(`rent while offers fail answered ${refused.status}`);
@@ -212,9 +236,16 @@ async function rentScenario(w: World, fault: Fault, faultName: FaultName): Promi
     clock.advance(60_000);
     w.faulty.inject("rent", fault, { times: 1, afterEffect });
     const rented = await rent(w);
-    const ok = rented.status === 202 || rented.status === 409 || (rented.status === 502 && rented.code === "provider_error" && rented.leaseId);
-    if (!ok) w.problems.push(`rent (${afterEffect ? "created, answer failed" : "refused"}) answered ${rented.status} ${rented.code ?? ""}`);
-    if (w.faulty.pending("rent") > 0) w.problems.push(`the rent fault (${afterEffect ? "after" : "before"} the effect) never fired`);
+    const ok =
+      rented.status === 202 ||
+      rented.status === 409 ||
+      (rented.status === 502 && rented.code === "provider_error" && rented.leaseId);
+    if (!ok)
+      w.problems.push(
+        `rent (${afterEffect ? "created, answer failed" : "refused"}) answered ${rented.status} ${rented.code ?? ""}`,
+      );
+    if (w.faulty.pending("rent") > 0)
+      w.problems.push(`the rent fault (${afterEffect ? "after" : "before"} the effect) never fired`);
     if (rented.leaseId) await stopAndSettle(w, rented.leaseId);
     w.faulty.clear();
   }
@@ -229,7 +260,8 @@ async function statusScenario(w: World, fault: Fault): Promise<void> {
   // While provisioning, then again while tearing down.
   w.faulty.inject("status", fault, { times: FAULT_TIMES });
   const run = await driveUntil(clock, w.recorder, rented.leaseId, ["running", "stopped"], MAX_ALARMS);
-  if (run.lease.status !== "running") w.notes.push(`after status faults while provisioning the lease was ${run.lease.status}`);
+  if (run.lease.status !== "running")
+    w.notes.push(`after status faults while provisioning the lease was ${run.lease.status}`);
   w.faulty.inject("status", fault, { times: FAULT_TIMES });
   await stopAndSettle(w, rented.leaseId);
 }
@@ -247,7 +279,10 @@ async function listingScenario(w: World, fault: Fault): Promise<void> {
   w.faulty.inject("rent", { kind: "http", status: 500 }, { times: 1, afterEffect: true });
   w.faulty.inject("listing", fault, { times: FAULT_TIMES });
   const rented = await rent(w);
-  const ok = rented.status === 202 || rented.status === 409 || (rented.status === 502 && rented.code === "provider_error" && rented.leaseId);
+  const ok =
+    rented.status === 202 ||
+    rented.status === 409 ||
+    (rented.status === 502 && rented.code === "provider_error" && rented.leaseId);
   if (!ok) w.problems.push(`rent (created, answer and listing failed) answered ${rented.status} ${rented.code ?? ""}`);
   if (rented.leaseId) await stopAndSettle(w, rented.leaseId);
 }
@@ -289,7 +324,8 @@ async function runCell(provider: FaultyProvider, call: Call, faultName: FaultNam
     w.problems.push(`scenario threw: ${error instanceof Error ? error.message : String(error)}`);
   }
   const servedCall: ProviderCall = faultName === "ignored" ? "terminate" : faultName === "flap" ? "status" : call;
-  if (w.faulty.served[servedCall] === 0) w.problems.push(`the ${faultName} fault on ${servedCall} never fired: the scenario proved nothing`);
+  if (w.faulty.served[servedCall] === 0)
+    w.problems.push(`the ${faultName} fault on ${servedCall} never fired: the scenario proved nothing`);
   return w;
 }
 
@@ -309,13 +345,18 @@ afterAll(() => {
   const table = formatMatrix(
     FAULTS,
     PROVIDERS.flatMap((p) => CALLS.map((c) => ({ provider: p, call: c }))),
-    (fault, column) => results.get(cellKey(column.provider, column.call as Call, fault as FaultName)) ?? { state: "n/a", note: "" },
+    (fault, column) =>
+      results.get(cellKey(column.provider, column.call as Call, fault as FaultName)) ?? { state: "n/a", note: "" },
   );
   const gaps = [...new Set(Object.values(KNOWN_GAPS))].map((text) => {
-    const cells = Object.entries(KNOWN_GAPS).filter(([, t]) => t === text).map(([key]) => key.replaceAll("|", " "));
+    const cells = Object.entries(KNOWN_GAPS)
+      .filter(([, t]) => t === text)
+      .map(([key]) => key.replaceAll("|", " "));
     return `- ${cells.join(", ")}:\n  ${text}`;
   });
-  console.log(`\nFault matrix (faults × provider/call): held / NOT HELD / n/a\n${table}\n\nKnown gaps (tests marked it.fails):\n${gaps.join("\n")}`);
+  console.log(
+    `\nFault matrix (faults × provider/call): held / NOT HELD / n/a\n${table}\n\nKnown gaps (tests marked it.fails):\n${gaps.join("\n")}`,
+  );
 });
 
 for (const provider of PROVIDERS) {

@@ -48,7 +48,14 @@ export const HANG_MS = 40;
 export class Faulty implements FakeService {
   private readonly rules: Partial<Record<ProviderCall, Rule[]>> = {};
   /** faults actually served, per call (a scenario whose fault never fired proves nothing) */
-  readonly served: Record<ProviderCall, number> = { offers: 0, rent: 0, status: 0, terminate: 0, listing: 0, balance: 0 };
+  readonly served: Record<ProviderCall, number> = {
+    offers: 0,
+    rent: 0,
+    status: 0,
+    terminate: 0,
+    listing: 0,
+    balance: 0,
+  };
   /** what every request to this fake carried, read when it arrived */
   readonly log: { url: string; authorization: string | null; body: string }[] = [];
   /** every request that reached this provider, by call */
@@ -60,7 +67,8 @@ export class Faulty implements FakeService {
   ) {}
 
   inject(call: ProviderCall, fault: Fault, options: { times?: number; afterEffect?: boolean } = {}): this {
-    (this.rules[call] ??= []).push({ fault, times: options.times ?? 1, afterEffect: options.afterEffect ?? false });
+    this.rules[call] ??= [];
+    this.rules[call].push({ fault, times: options.times ?? 1, afterEffect: options.afterEffect ?? false });
     return this;
   }
 
@@ -78,7 +86,11 @@ export class Faulty implements FakeService {
   }
 
   async handle(request: Request): Promise<Response> {
-    this.log.push({ url: request.url, authorization: request.headers.get("authorization"), body: await request.clone().text() });
+    this.log.push({
+      url: request.url,
+      authorization: request.headers.get("authorization"),
+      body: await request.clone().text(),
+    });
     const call = await classify(this.provider, request.clone());
     if (!call) return this.inner.handle(request);
     this.seen[call] += 1;
@@ -158,7 +170,12 @@ const RUNPOD_FIELD: Record<ProviderCall, string> = {
 };
 
 /** The fault's answer in this provider's wire shapes. */
-function render(provider: FaultyProvider, call: ProviderCall, fault: Fault, request: Request): Promise<Response> | Response {
+function render(
+  provider: FaultyProvider,
+  call: ProviderCall,
+  fault: Fault,
+  request: Request,
+): Promise<Response> | Response {
   switch (fault.kind) {
     case "pass":
       throw new Error("pass is not rendered");
@@ -167,37 +184,73 @@ function render(provider: FaultyProvider, call: ProviderCall, fault: Fault, requ
         setTimeout(() => reject(new DOMException("The operation was aborted due to timeout", "TimeoutError")), HANG_MS),
       );
     case "malformed":
-      return new Response(provider === "runpod" ? '{"data":{"pod":' : provider === "vast" ? '{"instances": {"id": 27' : '{"status": "runn', {
-        status: 200,
-        headers: { "Content-Type": "application/json" },
-      });
+      return new Response(
+        provider === "runpod"
+          ? '{"data":{"pod":'
+          : provider === "vast"
+            ? '{"instances": {"id": 27'
+            : '{"status": "runn',
+        {
+          status: 200,
+          headers: { "Content-Type": "application/json" },
+        },
+      );
     case "empty":
       return new Response("", { status: 200, headers: { "Content-Type": "application/json" } });
     case "echo": {
       const leak = `request had authorization: ${request.headers.get("authorization") ?? "none"}, url: ${request.url}`;
-      if (provider === "runpod") return json({ errors: [{ message: `Something went wrong (${leak})`, extensions: { code: "INTERNAL_SERVER_ERROR" } }] }, fault.status);
-      if (provider === "vast") return json({ success: false, error: "server_error", msg: `Internal error: ${leak}` }, fault.status);
+      if (provider === "runpod")
+        return json(
+          { errors: [{ message: `Something went wrong (${leak})`, extensions: { code: "INTERNAL_SERVER_ERROR" } }] },
+          fault.status,
+        );
+      if (provider === "vast")
+        return json({ success: false, error: "server_error", msg: `Internal error: ${leak}` }, fault.status);
       return json({ error: `internal error: ${leak}`, code: "internal" }, fault.status);
     }
     case "http": {
       const status = fault.status;
       if (provider === "runpod") {
-        const body = status === 429 ? "Too Many Requests" : status === 502 ? "<html><body><h1>502 Bad Gateway</h1></body></html>" : status === 503 ? "Service Unavailable" : "Internal Server Error";
+        const body =
+          status === 429
+            ? "Too Many Requests"
+            : status === 502
+              ? "<html><body><h1>502 Bad Gateway</h1></body></html>"
+              : status === 503
+                ? "Service Unavailable"
+                : "Internal Server Error";
         return text(body, status);
       }
-      if (provider === "vast") return status === 429 ? text("API requests too frequent", 429) : text(`<html><body>${status} Server Error</body></html>`, status);
+      if (provider === "vast")
+        return status === 429
+          ? text("API requests too frequent", 429)
+          : text(`<html><body>${status} Server Error</body></html>`, status);
       // VRAMfarm says how long to wait on 429/502/503; "0" because the HttpClient really sleeps.
       const headers: Record<string, string> = status === 500 ? {} : { "Retry-After": "0" };
-      return json({ error: status === 429 ? "too many requests" : "temporarily unavailable", code: status === 429 ? "rate_limited" : "unavailable" }, status, headers);
+      return json(
+        {
+          error: status === 429 ? "too many requests" : "temporarily unavailable",
+          code: status === 429 ? "rate_limited" : "unavailable",
+        },
+        status,
+        headers,
+      );
     }
     case "error200":
       if (provider === "runpod") {
         return json({
-          errors: [{ message: "Something went wrong. Please try again later or contact support.", path: [RUNPOD_FIELD[call]], extensions: { code: "INTERNAL_SERVER_ERROR" } }],
+          errors: [
+            {
+              message: "Something went wrong. Please try again later or contact support.",
+              path: [RUNPOD_FIELD[call]],
+              extensions: { code: "INTERNAL_SERVER_ERROR" },
+            },
+          ],
           data: { [RUNPOD_FIELD[call]]: null },
         });
       }
-      if (provider === "vast") return json({ success: false, error: "server_error", msg: "Internal error, please try again" });
+      if (provider === "vast")
+        return json({ success: false, error: "server_error", msg: "Internal error, please try again" });
       return json({ error: "internal error", code: "internal" });
     case "ignore":
       if (call !== "terminate") throw new Error("ignore is a terminate fault");

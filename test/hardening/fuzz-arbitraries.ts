@@ -71,8 +71,9 @@ export const nastyStrings = [
   "%",
   "%zz",
   "\\",
-  "\"",
+  '"',
   "<script>alert(1)</script>",
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a log4j-style probe, meant literally
   "${jndi:ldap://x/a}",
   "{{7*7}}",
   "😀🔥",
@@ -127,7 +128,10 @@ const mutation: fc.Arbitrary<Mutation> = fc.record({
   action: fc.constantFrom("delete", "set", "set", "add", "nest"),
   pick: fc.nat(),
   value: weirdValue,
-  extraKey: fc.oneof(fc.constantFrom("__proto__", "constructor", "prototype", "toString", "status", "provider_ref", "admin"), text),
+  extraKey: fc.oneof(
+    fc.constantFrom("__proto__", "constructor", "prototype", "toString", "status", "provider_ref", "admin"),
+    text,
+  ),
 });
 
 /** Every object inside a JSON value (the value itself first), to pick a mutation target from. */
@@ -155,7 +159,12 @@ function applyMutations(seed: unknown, mutations: Mutation[]): unknown {
         target[key] = m.value;
         break;
       case "add":
-        Object.defineProperty(target, m.extraKey, { value: m.value, enumerable: true, writable: true, configurable: true });
+        Object.defineProperty(target, m.extraKey, {
+          value: m.value,
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
         break;
       case "nest":
         target[key] = { [key]: target[key] };
@@ -172,12 +181,27 @@ export function nearValidBody(seeds: readonly unknown[]): fc.Arbitrary<string> {
     .map(([seed, mutations]) => JSON.stringify(applyMutations(seed, mutations)));
 }
 
-const deeplyNested = fc.tuple(fc.integer({ min: 50, max: 10_000 }), fc.boolean()).map(([depth, arrays]) =>
-  arrays ? `${"[".repeat(depth)}${"]".repeat(depth)}` : `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`,
-);
+const deeplyNested = fc
+  .tuple(fc.integer({ min: 50, max: 10_000 }), fc.boolean())
+  .map(([depth, arrays]) =>
+    arrays ? `${"[".repeat(depth)}${"]".repeat(depth)}` : `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`,
+  );
 
 const notJson = fc.oneof(
-  fc.constantFrom("{", '{"max_minutes":', "}", "[1,2", "NaN", "undefined", "{'a': 1}", "max_minutes=5", "\u0000", "\ufeff{}", "<xml/>", "--x\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--x--"),
+  fc.constantFrom(
+    "{",
+    '{"max_minutes":',
+    "}",
+    "[1,2",
+    "NaN",
+    "undefined",
+    "{'a': 1}",
+    "max_minutes=5",
+    "\u0000",
+    "\ufeff{}",
+    "<xml/>",
+    '--x\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--x--',
+  ),
   fc.string({ maxLength: 200 }),
   fc.string({ unit: "binary", maxLength: 200 }),
 );
@@ -218,12 +242,49 @@ export const contentType: fc.Arbitrary<string | null> = fc.oneof(
 const queryKey = (declared: string[]) =>
   fc.oneof(
     { weight: 3, arbitrary: declared.length ? fc.constantFrom(...declared) : fc.constant("limit") },
-    { weight: 1, arbitrary: fc.constantFrom("limit", "status", "cursor", "after", "provider", "vram_gb", "__proto__", "a[b]", "limit[]", "", "LIMIT") },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom(
+        "limit",
+        "status",
+        "cursor",
+        "after",
+        "provider",
+        "vram_gb",
+        "__proto__",
+        "a[b]",
+        "limit[]",
+        "",
+        "LIMIT",
+      ),
+    },
     { weight: 1, arbitrary: text },
   );
 
 const queryValue = fc.oneof(
-  { weight: 3, arbitrary: fc.constantFrom("1", "50", "200", "201", "0", "-1", "1.5", " 5", "5 ", "1e3", "0x10", "NaN", "active", "stopped", "runpod,vast", "sim,,", "4090", "true") },
+  {
+    weight: 3,
+    arbitrary: fc.constantFrom(
+      "1",
+      "50",
+      "200",
+      "201",
+      "0",
+      "-1",
+      "1.5",
+      " 5",
+      "5 ",
+      "1e3",
+      "0x10",
+      "NaN",
+      "active",
+      "stopped",
+      "runpod,vast",
+      "sim,,",
+      "4090",
+      "true",
+    ),
+  },
   { weight: 2, arbitrary: text },
 );
 
@@ -251,30 +312,46 @@ const otherMethods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"
 
 /** encodeURIComponent, with lone surrogates (which it refuses) replaced first. */
 function encodePathSegment(value: string): string {
-  return encodeURIComponent(value.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd"));
+  return encodeURIComponent(
+    value.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd"),
+  );
 }
 
 /** Fills the path template: mostly encoded, sometimes raw (so '/', '?', '#' and '%' reach the router). */
 function pathArb(operation: Operation, realIds: readonly string[]): fc.Arbitrary<string> {
   if (operation.pathParams.length === 0) return fc.constant(operation.path);
-  return fc.array(fc.tuple(idValue(realIds), fc.boolean()), { minLength: operation.pathParams.length, maxLength: operation.pathParams.length }).map((values) => {
-    let path = operation.path;
-    operation.pathParams.forEach((name, i) => {
-      const [value, raw] = values[i]!;
-      path = path.replace(`{${name}}`, raw ? value : encodePathSegment(value));
+  return fc
+    .array(fc.tuple(idValue(realIds), fc.boolean()), {
+      minLength: operation.pathParams.length,
+      maxLength: operation.pathParams.length,
+    })
+    .map((values) => {
+      let path = operation.path;
+      operation.pathParams.forEach((name, i) => {
+        const [value, raw] = values[i]!;
+        path = path.replace(`{${name}}`, raw ? value : encodePathSegment(value));
+      });
+      return path;
     });
-    return path;
-  });
 }
 
 /** One hostile request for one operation. */
-export function requestFor(operation: Operation, seeds: readonly unknown[], realIds: readonly string[]): fc.Arbitrary<FuzzRequest> {
+export function requestFor(
+  operation: Operation,
+  seeds: readonly unknown[],
+  realIds: readonly string[],
+): fc.Arbitrary<FuzzRequest> {
   return fc.record({
     operation: fc.constant(operation),
-    method: fc.oneof({ weight: 8, arbitrary: fc.constant(operation.method) }, { weight: 1, arbitrary: fc.constantFrom(...otherMethods) }),
+    method: fc.oneof(
+      { weight: 8, arbitrary: fc.constant(operation.method) },
+      { weight: 1, arbitrary: fc.constantFrom(...otherMethods) },
+    ),
     path: pathArb(operation, realIds),
     query: queryFor(operation),
-    body: operation.hasBody ? bodyFor(seeds.length ? seeds : [{}]) : fc.oneof({ weight: 4, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: bodyFor([{}]) }),
+    body: operation.hasBody
+      ? bodyFor(seeds.length ? seeds : [{}])
+      : fc.oneof({ weight: 4, arbitrary: fc.constant(null) }, { weight: 1, arbitrary: bodyFor([{}]) }),
     contentType,
     auth,
     headers: extraHeaders,
@@ -325,8 +402,15 @@ export function toRequest(request: FuzzRequest, tokens: { admin: string; read: s
 /** A short, printable description of a request, for failure reports (non-ASCII escaped as \uXXXX). */
 export function describeRequest(request: FuzzRequest): string {
   const search = new URLSearchParams(request.query).toString();
-  const body = request.body === null ? "(none)" : request.body.length > 300 ? `${request.body.slice(0, 300)}… (${request.body.length} chars)` : request.body;
-  return printable(`${request.method} ${request.path.slice(0, 200)}${search ? `?${search.slice(0, 200)}` : ""} auth=${request.auth} content-type=${request.contentType ?? "(none)"} body=${body}`);
+  const body =
+    request.body === null
+      ? "(none)"
+      : request.body.length > 300
+        ? `${request.body.slice(0, 300)}… (${request.body.length} chars)`
+        : request.body;
+  return printable(
+    `${request.method} ${request.path.slice(0, 200)}${search ? `?${search.slice(0, 200)}` : ""} auth=${request.auth} content-type=${request.contentType ?? "(none)"} body=${body}`,
+  );
 }
 
 /** Escapes everything outside printable ASCII: lone surrogates would break the test runner's log channel. */

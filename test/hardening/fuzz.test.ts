@@ -4,13 +4,20 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { statusByCode } from "../../src/errors";
 import { LeaseInputSchema } from "../../src/leases/schema";
-import { installFakes, type InstalledFakes } from "../fakes/install";
+import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RunpodFake } from "../fakes/runpod";
 import { VastFake } from "../fakes/vast";
 import { VramfarmFake } from "../fakes/vramfarm";
 import { ADMIN_TOKEN } from "../helpers";
 import { apiDirect as api, workerFetch } from "./direct";
-import { describeRequest, printable, requestFor, toRequest, type FuzzRequest, type Operation } from "./fuzz-arbitraries";
+import {
+  describeRequest,
+  type FuzzRequest,
+  type Operation,
+  printable,
+  requestFor,
+  toRequest,
+} from "./fuzz-arbitraries";
 
 /*
  * Bad-input fuzzing over every route of the worker's own OpenAPI document (so a route added
@@ -84,10 +91,18 @@ const LEASE_SEEDS = [
 const SEEDS: Record<string, unknown[]> = {
   "POST /v1/leases": LEASE_SEEDS,
   "POST /v1/leases/{id}/done": [{ exit_code: 0 }, { exit_code: -1 }],
-  "POST /v1/tokens": [{ name: "fuzz", scopes: ["read"] }, { name: "x", scopes: ["read", "rent", "stop", "admin"] }],
-  "POST /v1/schedules": [{ name: "fuzz", cron: "0 2 * * *", timezone: "Europe/Berlin", enabled: false, lease: LEASE_SEEDS[0] }],
+  "POST /v1/tokens": [
+    { name: "fuzz", scopes: ["read"] },
+    { name: "x", scopes: ["read", "rent", "stop", "admin"] },
+  ],
+  "POST /v1/schedules": [
+    { name: "fuzz", cron: "0 2 * * *", timezone: "Europe/Berlin", enabled: false, lease: LEASE_SEEDS[0] },
+  ],
   "PATCH /v1/schedules/{id}": [{ enabled: false }, { cron: "*/5 * * * *", timezone: "UTC" }, { lease: LEASE_SEEDS[2] }],
-  "PUT /v1/sim/config": [{ boot_seconds: 5, faults: { no_capacity: true } }, { faults: { stuck_booting: true, ignore_terminates: 2 } }],
+  "PUT /v1/sim/config": [
+    { boot_seconds: 5, faults: { no_capacity: true } },
+    { faults: { stuck_booting: true, ignore_terminates: 2 } },
+  ],
   "POST /v1/sim/machines": [{ label: "fuzz-plant", gpu: "rtx-4090", gpu_count: 1, age_seconds: 0 }],
   "POST /v1/sim/machines/{ref}/exit": [{ reason: "fuzz" }],
 };
@@ -154,8 +169,10 @@ function isSchemaValidLease(request: FuzzRequest): boolean {
 function problemWith(request: FuzzRequest, pathname: string, status: number, text: string): string | null {
   if (status >= 500) return `${status}: ${printable(text.slice(0, 300))}`;
   const ok = status >= 200 && status < 300;
-  if (ok && pathname.startsWith("/v1") && !["admin", "read"].includes(request.auth)) return `${status} for a /v1 request without a valid token`;
-  if (ok && request.auth === "read" && !["GET", "HEAD"].includes(request.method)) return `${status} for a ${request.method} with a read-only token`;
+  if (ok && pathname.startsWith("/v1") && !["admin", "read"].includes(request.auth))
+    return `${status} for a /v1 request without a valid token`;
+  if (ok && request.auth === "read" && !["GET", "HEAD"].includes(request.method))
+    return `${status} for a ${request.method} with a read-only token`;
   if (status >= 400 && request.method !== "HEAD") {
     let body: { error?: unknown; code?: unknown; issues?: unknown };
     try {
@@ -163,16 +180,22 @@ function problemWith(request: FuzzRequest, pathname: string, status: number, tex
     } catch {
       return `${status} without a JSON body: ${printable(text.slice(0, 200))}`;
     }
-    if (typeof body.error !== "string" || typeof body.code !== "string") return `${status} not in the envelope: ${printable(text.slice(0, 200))}`;
+    if (typeof body.error !== "string" || typeof body.code !== "string")
+      return `${status} not in the envelope: ${printable(text.slice(0, 200))}`;
     const expected = (statusByCode as Record<string, number>)[body.code];
-    if (expected !== status) return `${status} with code ${body.code} (that code is sent with ${expected ?? "no status"})`;
+    if (expected !== status)
+      return `${status} with code ${body.code} (that code is sent with ${expected ?? "no status"})`;
     if (status === 400) {
       const issues = body.issues;
-      const wellFormed = Array.isArray(issues) && issues.length > 0 && issues.every((i) => typeof i?.path === "string" && typeof i?.message === "string");
+      const wellFormed =
+        Array.isArray(issues) &&
+        issues.length > 0 &&
+        issues.every((i) => typeof i?.path === "string" && typeof i?.message === "string");
       if (!wellFormed) return `400 without issues: ${printable(text.slice(0, 200))}`;
     }
   }
-  const rents = request.operation.method === "POST" && request.operation.path === "/v1/leases" && request.method === "POST";
+  const rents =
+    request.operation.method === "POST" && request.operation.path === "/v1/leases" && request.method === "POST";
   if (rents && [200, 202, 402, 409, 502].includes(status) && !isSchemaValidLease(request)) {
     return `a body that fails LeaseInputSchema reached the rent path (${status}): ${printable(text.slice(0, 200))}`;
   }
@@ -190,7 +213,13 @@ function summarise(found: string[]): string {
   }
   return [...groups.entries()]
     .sort(([, a], [, b]) => b.length - a.length)
-    .map(([problem, requests]) => `\n  ${requests.length}× ${problem}\n${requests.slice(0, 3).map((r) => `      e.g. ${r.slice(0, 400)}`).join("\n")}`)
+    .map(
+      ([problem, requests]) =>
+        `\n  ${requests.length}× ${problem}\n${requests
+          .slice(0, 3)
+          .map((r) => `      e.g. ${r.slice(0, 400)}`)
+          .join("\n")}`,
+    )
     .join("");
 }
 
@@ -199,7 +228,8 @@ async function send(request: FuzzRequest): Promise<void> {
   if (!built) return;
   sent += 1;
   const startedAt = Date.now();
-  if (request.operation.path === "/v1/leases" && request.operation.method === "POST" && isSchemaValidLease(request)) validLeaseBodies += 1;
+  if (request.operation.path === "/v1/leases" && request.operation.method === "POST" && isSchemaValidLease(request))
+    validLeaseBodies += 1;
   let status: number;
   let text: string;
   try {
@@ -207,7 +237,9 @@ async function send(request: FuzzRequest): Promise<void> {
       const res = await workerFetch(built);
       return { status: res.status, text: await res.text() };
     })();
-    const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer in ${REQUEST_TIMEOUT_MS} ms`)), REQUEST_TIMEOUT_MS));
+    const timeout = new Promise<never>((_, reject) =>
+      setTimeout(() => reject(new Error(`no answer in ${REQUEST_TIMEOUT_MS} ms`)), REQUEST_TIMEOUT_MS),
+    );
     ({ status, text } = await Promise.race([answer, timeout]));
   } catch (error) {
     violations.push(`threw ${error instanceof Error ? error.message : String(error)} — ${describeRequest(request)}`);
@@ -242,15 +274,25 @@ beforeAll(async () => {
 
   // Real ids, so the fuzzer also reaches the handlers behind the id checks.
   // The reader's id stays out of the fuzzer's hands (a DELETE would revoke it); a victim's is in.
-  const reader = (await (await api("/v1/tokens", { method: "POST", json: { name: "fuzz-reader", scopes: ["read"] } })).json()) as { token: string };
+  const reader = (await (
+    await api("/v1/tokens", { method: "POST", json: { name: "fuzz-reader", scopes: ["read"] } })
+  ).json()) as { token: string };
   readToken = reader.token;
-  const victim = (await (await api("/v1/tokens", { method: "POST", json: { name: "fuzz-victim", scopes: ["stop"] } })).json()) as { id: string };
+  const victim = (await (
+    await api("/v1/tokens", { method: "POST", json: { name: "fuzz-victim", scopes: ["stop"] } })
+  ).json()) as { id: string };
   realIds.push(victim.id);
-  const refused = (await (await api("/v1/leases", { method: "POST", json: { provider: "sim", max_minutes: 5 } })).json()) as { lease_id?: string };
+  const refused = (await (
+    await api("/v1/leases", { method: "POST", json: { provider: "sim", max_minutes: 5 } })
+  ).json()) as { lease_id?: string };
   if (refused.lease_id) realIds.push(refused.lease_id);
-  const schedule = (await (await api("/v1/schedules", { method: "POST", json: SEEDS["POST /v1/schedules"]![0] })).json()) as { id?: string };
+  const schedule = (await (
+    await api("/v1/schedules", { method: "POST", json: SEEDS["POST /v1/schedules"]![0] })
+  ).json()) as { id?: string };
   if (schedule.id) realIds.push(schedule.id);
-  const plant = (await (await api("/v1/sim/machines", { method: "POST", json: { label: "fuzz-plant" } })).json()) as { machine?: { ref: string } };
+  const plant = (await (await api("/v1/sim/machines", { method: "POST", json: { label: "fuzz-plant" } })).json()) as {
+    machine?: { ref: string };
+  };
   if (plant.machine) realIds.push(plant.machine.ref);
 }, 60_000);
 
@@ -290,7 +332,13 @@ describe("bad-input fuzzing", () => {
         `status histogram: ${statuses.map(([s, n]) => `${s}: ${n}`).join(", ")}\n` +
         `per route:\n${[...byRoute.entries()]
           .sort(([a], [b]) => (a < b ? -1 : 1))
-          .map(([route, counts]) => `  ${route}: ${[...counts.entries()].sort(([a], [b]) => a - b).map(([s, n]) => `${s}×${n}`).join(" ")}`)
+          .map(
+            ([route, counts]) =>
+              `  ${route}: ${[...counts.entries()]
+                .sort(([a], [b]) => a - b)
+                .map(([s, n]) => `${s}×${n}`)
+                .join(" ")}`,
+          )
           .join("\n")}\n` +
         `schema-valid lease bodies sent: ${validLeaseBodies}; create calls at the fakes: runpod ${runpod.calls("deploy").length}, ` +
         `vast ${vast.requests.filter((r) => r.method === "PUT").length}, vramfarm ${vramfarm.requests.filter((r) => r.method === "POST" && r.path === "/instances").length}\n` +
@@ -306,7 +354,9 @@ describe("bad-input fuzzing", () => {
     // Valid bodies did reach the providers (the refusals were exercised), and none of them rented.
     expect(validLeaseBodies).toBeGreaterThan(0);
     expect(runpod.calls("deploy").length + vast.requests.filter((r) => r.method === "PUT").length).toBeGreaterThan(0);
-    const rented = await env.DB.prepare("SELECT id, provider, provider_ref FROM leases WHERE provider_ref IS NOT NULL").all();
+    const rented = await env.DB.prepare(
+      "SELECT id, provider, provider_ref FROM leases WHERE provider_ref IS NOT NULL",
+    ).all();
     expect(rented.results).toEqual([]);
     expect(runpod.model.list()).toEqual([]);
     expect(vast.model.list()).toEqual([]);
@@ -319,7 +369,11 @@ describe("bad-input fuzzing", () => {
 describe("the fuzzer's findings, one request each", () => {
   // Both answers come from app.onError's HTTPException branch (src/app.ts), which sends no `issues`.
   it("a body that is not JSON is a 400 invalid_request with issues", async () => {
-    const res = await api("/v1/tokens", { method: "POST", body: '{"name":', headers: { "Content-Type": "application/json" } });
+    const res = await api("/v1/tokens", {
+      method: "POST",
+      body: '{"name":',
+      headers: { "Content-Type": "application/json" },
+    });
     expect(res.status).toBe(400);
     const body = (await res.json()) as { code: string; issues?: unknown[] };
     expect(body.code).toBe("invalid_request");
@@ -327,7 +381,11 @@ describe("the fuzzer's findings, one request each", () => {
   });
 
   it("a JSON body sent without its content type is a 400 invalid_request with issues", async () => {
-    const res = await api("/v1/tokens", { method: "POST", body: JSON.stringify({ name: "x", scopes: ["read"] }), headers: { "Content-Type": "text/plain" } });
+    const res = await api("/v1/tokens", {
+      method: "POST",
+      body: JSON.stringify({ name: "x", scopes: ["read"] }),
+      headers: { "Content-Type": "text/plain" },
+    });
     expect(res.status).toBe(400);
     const body = (await res.json()) as { code: string; issues?: unknown[] };
     expect(body.code).toBe("invalid_request");

@@ -1,9 +1,9 @@
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { afterAll, beforeAll, beforeEach, describe, expect, it, vi, type MockInstance } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, type MockInstance, vi } from "vitest";
 import worker from "../../src/index";
 import type { Lease } from "../../src/leases/schema";
-import { installFakes, type InstalledFakes } from "../fakes/install";
+import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RunpodFake } from "../fakes/runpod";
 import { VAST_ECHOED_API_KEY, VastFake } from "../fakes/vast";
 import { VramfarmFake } from "../fakes/vramfarm";
@@ -37,9 +37,19 @@ const faulty = {} as { runpod: Faulty; vast: Faulty; vramfarm: Faulty };
 
 const RUNPOD_BODY = { provider: "runpod", gpu: "4090", max_minutes: 60 };
 const VAST_BODY = { provider: "vast", gpu: "4090", max_minutes: 60 };
-const VRAMFARM_BODY = { provider: "vramfarm", gpu: "4090", template: "custom", image: "ghcr.io/you/batch:1", cmd: "python /app/run.py", max_minutes: 60 };
+const VRAMFARM_BODY = {
+  provider: "vramfarm",
+  gpu: "4090",
+  template: "custom",
+  image: "ghcr.io/you/batch:1",
+  cmd: "python /app/run.py",
+  max_minutes: 60,
+};
 
-async function rent(body: Record<string, unknown>, token?: string): Promise<{ status: number; leaseId: string | null; body: string }> {
+async function rent(
+  body: Record<string, unknown>,
+  token?: string,
+): Promise<{ status: number; leaseId: string | null; body: string }> {
   const res = await recorder.call("/v1/leases", { method: "POST", json: body, token });
   const parsed = (res.json ?? {}) as { id?: string; lease_id?: string };
   const leaseId = res.status < 300 ? (parsed.id ?? null) : (parsed.lease_id ?? null);
@@ -51,7 +61,8 @@ async function runThenStop(leaseId: string, beforeStop?: () => void): Promise<Le
   await driveUntil(clock, recorder, leaseId, ["running", "stopped"]);
   beforeStop?.();
   const lease = await recorder.lease(leaseId);
-  if (lease.status === "provisioning" || lease.status === "running") await recorder.call(`/v1/leases/${leaseId}/stop`, { method: "POST" });
+  if (lease.status === "provisioning" || lease.status === "running")
+    await recorder.call(`/v1/leases/${leaseId}/stop`, { method: "POST" });
   return (await driveUntil(clock, recorder, leaseId, ["stopped"])).lease;
 }
 
@@ -90,7 +101,9 @@ async function everythingProduced(): Promise<{ where: string; text: string }[]> 
       out.push({ where: `response ${ex.method} ${ex.path} (${ex.status}) body`, text: ex.body });
     }
   }
-  const tables = await env.DB.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '_cf_%' AND name NOT LIKE 'sqlite_%'").all<{ name: string }>();
+  const tables = await env.DB.prepare(
+    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '_cf_%' AND name NOT LIKE 'sqlite_%'",
+  ).all<{ name: string }>();
   for (const { name } of tables.results) {
     const rows = await env.DB.prepare(`SELECT * FROM "${name.replaceAll('"', '""')}"`).all();
     out.push({ where: `D1 table ${name}`, text: JSON.stringify(rows.results) });
@@ -104,7 +117,9 @@ beforeAll(() => {
   for (const method of ["log", "info", "warn", "error", "debug"] as const) {
     consoleSpies.push(
       vi.spyOn(console, method).mockImplementation((...args: unknown[]) => {
-        logLines.push(`${method}: ${args.map((a) => (a instanceof Error ? `${a.name}: ${a.message}\n${a.stack ?? ""}` : typeof a === "string" ? a : JSON.stringify(a))).join(" ")}`);
+        logLines.push(
+          `${method}: ${args.map((a) => (a instanceof Error ? `${a.name}: ${a.message}\n${a.stack ?? ""}` : typeof a === "string" ? a : JSON.stringify(a))).join(" ")}`,
+        );
       }),
     );
   }
@@ -131,14 +146,20 @@ describe("a representative run with providers that echo keys", () => {
 
   it("tokens: create, list, use, revoke", async () => {
     for (const scopes of [["read", "rent", "stop"], ["read"]]) {
-      const created = await recorder.call("/v1/tokens", { method: "POST", json: { name: `hygiene-${scopes.length}`, scopes } });
+      const created = await recorder.call("/v1/tokens", {
+        method: "POST",
+        json: { name: `hygiene-${scopes.length}`, scopes },
+      });
       expect(created.status).toBe(201);
       issuedTokens.push((created.json as { token: string }).token);
     }
     const [worker, reader] = issuedTokens as [string, string];
     expect((await recorder.call("/v1/tokens")).status).toBe(200);
     expect((await recorder.call("/v1/leases", { token: reader })).status).toBe(200);
-    expect((await recorder.call("/v1/tokens", { method: "POST", json: { name: "x", scopes: ["read"] }, token: worker })).status).toBe(403);
+    expect(
+      (await recorder.call("/v1/tokens", { method: "POST", json: { name: "x", scopes: ["read"] }, token: worker }))
+        .status,
+    ).toBe(403);
     const list = (await recorder.call("/v1/tokens")).json as { tokens: { id: string; name: string }[] };
     const readerId = list.tokens.find((t) => t.name === "hygiene-1")!.id;
     expect((await recorder.call(`/v1/tokens/${readerId}`, { method: "DELETE" })).status).toBe(200);
@@ -160,7 +181,9 @@ describe("a representative run with providers that echo keys", () => {
     faulty.vramfarm.inject("balance", { kind: "echo", status: 503 }, { times: 3 });
     faulty.runpod.inject("balance", { kind: "echo", status: 200 }, { times: 1 });
     expect((await recorder.call("/v1/account")).status).toBe(200);
-    expect(faulty.runpod.served.offers + faulty.vast.served.offers + faulty.vramfarm.served.offers).toBeGreaterThanOrEqual(3);
+    expect(
+      faulty.runpod.served.offers + faulty.vast.served.offers + faulty.vramfarm.served.offers,
+    ).toBeGreaterThanOrEqual(3);
     expect(faulty.vramfarm.served.balance).toBeGreaterThan(0);
   });
 
@@ -182,7 +205,9 @@ describe("a representative run with providers that echo keys", () => {
     const rented = await rent(RUNPOD_BODY, issuedTokens[0]);
     expect(rented.status, rented.body).toBe(202);
     faulty.runpod.inject("status", { kind: "echo", status: 503 }, { times: 3 });
-    const stopped = await runThenStop(rented.leaseId!, () => faulty.runpod.inject("terminate", { kind: "echo", status: 200 }, { times: 2 }));
+    const stopped = await runThenStop(rented.leaseId!, () =>
+      faulty.runpod.inject("terminate", { kind: "echo", status: 200 }, { times: 2 }),
+    );
     expect(stopped.status).toBe("stopped");
     expect(faulty.runpod.served.status).toBeGreaterThan(0);
     expect(faulty.runpod.served.terminate).toBeGreaterThan(0);
@@ -194,12 +219,28 @@ describe("a representative run with providers that echo keys", () => {
     expect(rented.status, rented.body).toBe(202);
     await driveUntil(clock, recorder, rented.leaseId!, ["running"]);
     const pod = runpod.model.get((await recorder.lease(rented.leaseId!)).provider_ref!)!;
-    const token = (pod.meta.env as string[]).find((e) => e.startsWith("GPULEASE_CALLBACK_TOKEN="))!.split("=").slice(1).join("=");
-    const wrong = await recorder.call(`/v1/leases/${rented.leaseId}/done`, { method: "POST", token: `${token.slice(0, -3)}xyz`, json: { exit_code: 1 } });
+    const token = (pod.meta.env as string[])
+      .find((e) => e.startsWith("GPULEASE_CALLBACK_TOKEN="))!
+      .split("=")
+      .slice(1)
+      .join("=");
+    const wrong = await recorder.call(`/v1/leases/${rented.leaseId}/done`, {
+      method: "POST",
+      token: `${token.slice(0, -3)}xyz`,
+      json: { exit_code: 1 },
+    });
     expect(wrong.status).toBe(401);
-    const other = await recorder.call(`/v1/leases/${rented.leaseId}/done`, { method: "POST", token: issuedTokens[0], json: { exit_code: 1 } });
+    const other = await recorder.call(`/v1/leases/${rented.leaseId}/done`, {
+      method: "POST",
+      token: issuedTokens[0],
+      json: { exit_code: 1 },
+    });
     expect(other.status).toBe(401);
-    const done = await recorder.call(`/v1/leases/${rented.leaseId}/done`, { method: "POST", token, json: { exit_code: 0 } });
+    const done = await recorder.call(`/v1/leases/${rented.leaseId}/done`, {
+      method: "POST",
+      token,
+      json: { exit_code: 0 },
+    });
     expect(done.status).toBe(200);
     expect((await driveUntil(clock, recorder, rented.leaseId!, ["stopped"])).lease.stop_reason).toBe("job_done");
   });
@@ -216,9 +257,13 @@ describe("a representative run with providers that echo keys", () => {
       rented.leaseId = again.leaseId;
     }
     faulty.vast.inject("status", { kind: "echo", status: 500 }, { times: 2 });
-    const stopped = await runThenStop(rented.leaseId!, () => faulty.vast.inject("terminate", { kind: "echo", status: 503 }, { times: 3 }));
+    const stopped = await runThenStop(rented.leaseId!, () =>
+      faulty.vast.inject("terminate", { kind: "echo", status: 503 }, { times: 3 }),
+    );
     expect(stopped.status).toBe("stopped");
-    expect(faulty.vast.served.rent + faulty.vast.served.status + faulty.vast.served.terminate).toBeGreaterThanOrEqual(3);
+    expect(faulty.vast.served.rent + faulty.vast.served.status + faulty.vast.served.terminate).toBeGreaterThanOrEqual(
+      3,
+    );
   });
 
   it("VRAMfarm: status and stop errors that echo the key", async () => {
@@ -226,7 +271,9 @@ describe("a representative run with providers that echo keys", () => {
     const rented = await rent(VRAMFARM_BODY, issuedTokens[0]);
     expect(rented.status, rented.body).toBe(202);
     faulty.vramfarm.inject("status", { kind: "echo", status: 500 }, { times: 2 });
-    const stopped = await runThenStop(rented.leaseId!, () => faulty.vramfarm.inject("terminate", { kind: "echo", status: 500 }, { times: 2 }));
+    const stopped = await runThenStop(rented.leaseId!, () =>
+      faulty.vramfarm.inject("terminate", { kind: "echo", status: 500 }, { times: 2 }),
+    );
     expect(stopped.status).toBe("stopped");
     expect(faulty.vramfarm.served.status + faulty.vramfarm.served.terminate).toBeGreaterThan(0);
   });
@@ -251,9 +298,14 @@ describe("a representative run with providers that echo keys", () => {
     runpod.quirks.noCapacity = null;
     const runs = await recorder.call(`/v1/schedules/${scheduleId}/runs`);
     expect(runs.status).toBe(200);
-    expect((runs.json as { runs: { detail: string | null }[] }).runs.some((r) => r.detail), runs.body).toBe(true);
+    expect(
+      (runs.json as { runs: { detail: string | null }[] }).runs.some((r) => r.detail),
+      runs.body,
+    ).toBe(true);
     // Disabled, not deleted: its runs (and their details) stay in D1 for the scan.
-    expect((await recorder.call(`/v1/schedules/${scheduleId}`, { method: "PATCH", json: { enabled: false } })).status).toBe(200);
+    expect(
+      (await recorder.call(`/v1/schedules/${scheduleId}`, { method: "PATCH", json: { enabled: false } })).status,
+    ).toBe(200);
   });
 
   it("reaper and stop-all while every listing echoes the key; an unknown cron is logged", async () => {
@@ -300,7 +352,7 @@ describe("secret hygiene", () => {
     const places = await everythingProduced();
     expect(places.filter((p) => p.where.startsWith("D1 table")).length).toBeGreaterThanOrEqual(6);
     // The stores the scan must cover really hold provider text (scrubbed): nothing passes vacuously.
-    const count = async (sql: string) => ((await env.DB.prepare(sql).first<{ n: number }>())?.n ?? 0);
+    const count = async (sql: string) => (await env.DB.prepare(sql).first<{ n: number }>())?.n ?? 0;
     expect(await count("SELECT COUNT(*) AS n FROM lease_events WHERE detail LIKE '%[redacted]%'")).toBeGreaterThan(0);
     expect(await count("SELECT COUNT(*) AS n FROM leases WHERE error LIKE '%[redacted]%'")).toBeGreaterThan(0);
     expect(await count("SELECT COUNT(*) AS n FROM reaper_runs WHERE providers LIKE '%[redacted]%'")).toBeGreaterThan(0);
@@ -345,7 +397,8 @@ describe("secret hygiene", () => {
       }
       const authorization = request.authorization;
       const expected = owner[url.hostname];
-      if (authorization && expected && authorization !== `Bearer ${expected}`) problems.push(`wrong key sent to ${url.hostname}`);
+      if (authorization && expected && authorization !== `Bearer ${expected}`)
+        problems.push(`wrong key sent to ${url.hostname}`);
       if (authorization && !expected) problems.push(`an Authorization header sent to ${url.hostname}`);
     }
     expect(problems).toEqual([]);

@@ -5,10 +5,10 @@ import {
   decideAfterPoll,
   decideTeardown,
   initialLoopState,
-  nextPollAt,
-  planTeardown,
   type KeeperSettings,
   type LoopState,
+  nextPollAt,
+  planTeardown,
 } from "../../src/keeper/decide";
 import type { LeaseRow } from "../../src/leases/ledger";
 import type { MachineStatus } from "../../src/providers/types";
@@ -44,7 +44,16 @@ function lease(overrides: Partial<LeaseRow> = {}): LeaseRow {
     price_per_hour: 0.72,
     currency: "USD",
     template: "ollama",
-    spec: { image: "ollama/ollama", cmd: null, env: {}, ports: [11434], disk_gb: 40, weights_gb: 18, context_length: null, min_billed_minutes: 0 },
+    spec: {
+      image: "ollama/ollama",
+      cmd: null,
+      env: {},
+      ports: [11434],
+      disk_gb: 40,
+      weights_gb: 18,
+      context_length: null,
+      min_billed_minutes: 0,
+    },
     max_minutes: 60,
     max_cost: null,
     expected_cost: null,
@@ -84,7 +93,12 @@ describe("billing", () => {
   it("RunPod, Vast and the sim bill from the accepted rental; VRAMfarm from running with its minimum", () => {
     expect(billedFrom(lease())).toBe(at(1));
     expect(timeCost(lease(), at(3601))).toBeCloseTo(0.72, 6);
-    const farm = lease({ provider: "vramfarm", currency: "EUR", price_per_hour: 0.6, spec: { ...lease().spec, min_billed_minutes: 15 } });
+    const farm = lease({
+      provider: "vramfarm",
+      currency: "EUR",
+      price_per_hour: 0.6,
+      spec: { ...lease().spec, min_billed_minutes: 15 },
+    });
     expect(billedFrom(farm)).toBeNull();
     expect(timeCost(farm, at(600))).toBe(0);
     const farmRunning = { ...farm, running_at: iso(300) };
@@ -113,23 +127,57 @@ describe("billing", () => {
 
 describe("provisioning", () => {
   it("keeps polling while booting and logs the observation once", () => {
-    const first = decideAfterPoll(lease(), loop(), { ok: true, status: status("booting"), ollamaReady: null }, at(10), settings);
+    const first = decideAfterPoll(
+      lease(),
+      loop(),
+      { ok: true, status: status("booting"), ollamaReady: null },
+      at(10),
+      settings,
+    );
     expect(first.patch.status).toBeUndefined();
     expect(first.events.map((e) => e.kind)).toEqual(["booting"]);
     expect(first.nextAlarmAt).toBe(at(20));
-    const second = decideAfterPoll(lease(), first.loop, { ok: true, status: status("booting"), ollamaReady: null }, at(20), settings);
+    const second = decideAfterPoll(
+      lease(),
+      first.loop,
+      { ok: true, status: status("booting"), ollamaReady: null },
+      at(20),
+      settings,
+    );
     expect(second.events).toEqual([]);
   });
 
   it("is running only when the container runs and, for Ollama, the server answers", () => {
-    const waiting = decideAfterPoll(lease(), loop(), { ok: true, status: status("running"), ollamaReady: false }, at(60), settings);
+    const waiting = decideAfterPoll(
+      lease(),
+      loop(),
+      { ok: true, status: status("running"), ollamaReady: false },
+      at(60),
+      settings,
+    );
     expect(waiting.patch.status).toBeUndefined();
     expect(waiting.events.map((e) => e.kind)).toEqual(["waiting_for_ollama"]);
-    const up = decideAfterPoll(lease(), loop(), { ok: true, status: status("running"), ollamaReady: true }, at(70), settings);
-    expect(up.patch).toMatchObject({ status: "running", running_at: iso(70), access: { urls: ["https://pod1-11434.proxy.runpod.net"] } });
+    const up = decideAfterPoll(
+      lease(),
+      loop(),
+      { ok: true, status: status("running"), ollamaReady: true },
+      at(70),
+      settings,
+    );
+    expect(up.patch).toMatchObject({
+      status: "running",
+      running_at: iso(70),
+      access: { urls: ["https://pod1-11434.proxy.runpod.net"] },
+    });
     // The next look is the 60 s beat.
     expect(up.nextAlarmAt).toBe(at(130));
-    const custom = decideAfterPoll(lease({ template: "custom" }), loop(), { ok: true, status: status("running"), ollamaReady: null }, at(70), settings);
+    const custom = decideAfterPoll(
+      lease({ template: "custom" }),
+      loop(),
+      { ok: true, status: status("running"), ollamaReady: null },
+      at(70),
+      settings,
+    );
     expect(custom.patch.status).toBe("running");
   });
 
@@ -178,36 +226,77 @@ describe("running", () => {
 
   it("traffic reported on the beat can reach the cost cap at once", () => {
     const capped = { ...running, max_cost: 1 };
-    const d = decideAfterPoll(capped, loop(), { ok: true, status: status("running", { traffic_cost: 0.99 }), ollamaReady: null }, at(200), settings);
+    const d = decideAfterPoll(
+      capped,
+      loop(),
+      { ok: true, status: status("running", { traffic_cost: 0.99 }), ollamaReady: null },
+      at(200),
+      settings,
+    );
     expect(d.teardownNow).toBe(true);
     expect(d.patch).toMatchObject({ status: "stopping", stop_reason: "max_cost" });
     expect(d.loop.trafficCost).toBe(0.99);
   });
 
   it("a machine that died on its own is torn down with why, once a second read confirms it", () => {
-    const first = decideAfterPoll(running, loop(), { ok: true, status: status("gone"), ollamaReady: null }, at(300), settings);
+    const first = decideAfterPoll(
+      running,
+      loop(),
+      { ok: true, status: status("gone"), ollamaReady: null },
+      at(300),
+      settings,
+    );
     expect(first.patch.status).toBeUndefined();
     expect(first.teardownNow).toBe(false);
     expect(first.nextAlarmAt).toBe(at(300) + settings.verifyIntervalMs);
     expect(first.events.map((e) => e.kind)).toEqual(["gone_unconfirmed"]);
     // A flapping status: running again resets the count.
-    const back = decideAfterPoll(running, first.loop, { ok: true, status: status("running"), ollamaReady: null }, at(305), settings);
+    const back = decideAfterPoll(
+      running,
+      first.loop,
+      { ok: true, status: status("running"), ollamaReady: null },
+      at(305),
+      settings,
+    );
     expect(back.loop.goneReads).toBe(0);
-    const d = decideAfterPoll(running, first.loop, { ok: true, status: status("gone"), ollamaReady: null }, at(305), settings);
+    const d = decideAfterPoll(
+      running,
+      first.loop,
+      { ok: true, status: status("gone"), ollamaReady: null },
+      at(305),
+      settings,
+    );
     expect(d.patch.status).toBe("stopping");
     expect(d.patch.error).toMatch(/gone on its own/);
   });
 
   it("keeps the cost monotonic and up to date", () => {
-    const d = decideAfterPoll(running, loop(), { ok: true, status: status("running"), ollamaReady: null }, at(3601), settings);
+    const d = decideAfterPoll(
+      running,
+      loop(),
+      { ok: true, status: status("running"), ollamaReady: null },
+      at(3601),
+      settings,
+    );
     expect(d.patch.cost).toBeCloseTo(0.72, 6);
-    const reported = decideAfterPoll(running, loop(), { ok: true, status: status("running", { cost: 5 }), ollamaReady: null }, at(3601), settings);
+    const reported = decideAfterPoll(
+      running,
+      loop(),
+      { ok: true, status: status("running", { cost: 5 }), ollamaReady: null },
+      at(3601),
+      settings,
+    );
     expect(reported.patch.cost).toBe(5);
   });
 });
 
 describe("stopping", () => {
-  const stopping = lease({ status: "stopping", running_at: iso(100), stop_requested_at: iso(1000), stop_reason: "requested" });
+  const stopping = lease({
+    status: "stopping",
+    running_at: iso(100),
+    stop_requested_at: iso(1000),
+    stop_reason: "requested",
+  });
 
   it("terminates at once, then again only every RETERMINATE_INTERVAL_S", () => {
     expect(planTeardown(stopping, loop(), at(1000), settings)).toEqual({ lookupLabel: false, terminate: true });
@@ -217,38 +306,98 @@ describe("stopping", () => {
   });
 
   it("is stopped only on a status read that says gone", () => {
-    const still = decideTeardown(stopping, loop(), { terminate: { ok: true }, status: { ok: true, status: status("running") } }, at(1000), settings);
+    const still = decideTeardown(
+      stopping,
+      loop(),
+      { terminate: { ok: true }, status: { ok: true, status: status("running") } },
+      at(1000),
+      settings,
+    );
     expect(still.patch.status).toBeUndefined();
     expect(still.nextAlarmAt).toBe(at(1005));
     expect(still.loop.terminateSentAt).toBe(at(1000));
-    const failedRead = decideTeardown(stopping, loop(), { status: { ok: false, error: "HTTP 502" } }, at(1005), settings);
+    const failedRead = decideTeardown(
+      stopping,
+      loop(),
+      { status: { ok: false, error: "HTTP 502" } },
+      at(1005),
+      settings,
+    );
     expect(failedRead.patch.status).toBeUndefined();
-    const unknown = decideTeardown(stopping, loop(), { status: { ok: true, status: status("unknown") } }, at(1005), settings);
+    const unknown = decideTeardown(
+      stopping,
+      loop(),
+      { status: { ok: true, status: status("unknown") } },
+      at(1005),
+      settings,
+    );
     expect(unknown.patch.status).toBeUndefined();
     const noRead = decideTeardown(stopping, loop(), { terminate: { ok: true } }, at(1005), settings);
     expect(noRead.patch.status).toBeUndefined();
     // One "gone" read is not enough (a flapping status); the next read, a verify interval later, confirms.
-    const first = decideTeardown(stopping, loop(), { status: { ok: true, status: status("gone") } }, at(1010), settings);
+    const first = decideTeardown(
+      stopping,
+      loop(),
+      { status: { ok: true, status: status("gone") } },
+      at(1010),
+      settings,
+    );
     expect(first.patch.status).toBeUndefined();
     expect(first.nextAlarmAt).toBe(at(1015));
-    const flapped = decideTeardown(stopping, first.loop, { status: { ok: true, status: status("running") } }, at(1015), settings);
+    const flapped = decideTeardown(
+      stopping,
+      first.loop,
+      { status: { ok: true, status: status("running") } },
+      at(1015),
+      settings,
+    );
     expect(flapped.patch.status).toBeUndefined();
     expect(flapped.loop.goneReads).toBe(0);
-    const gone = decideTeardown(stopping, first.loop, { status: { ok: true, status: status("gone") } }, at(1015), settings);
+    const gone = decideTeardown(
+      stopping,
+      first.loop,
+      { status: { ok: true, status: status("gone") } },
+      at(1015),
+      settings,
+    );
     expect(gone.patch).toMatchObject({ status: "stopped", stopped_at: iso(1015), teardown_verified_at: iso(1015) });
     expect(gone.nextAlarmAt).toBeNull();
   });
 
   it("flags an unverified teardown after 10 minutes, slows down, and clears the flag once verified", () => {
-    const late = decideTeardown(stopping, loop(), { status: { ok: false, error: "HTTP 500" } }, at(1000 + 600), settings);
+    const late = decideTeardown(
+      stopping,
+      loop(),
+      { status: { ok: false, error: "HTTP 500" } },
+      at(1000 + 600),
+      settings,
+    );
     expect(late.patch.error).toBe("teardown_unverified");
     expect(late.events.map((e) => e.kind)).toContain("teardown_unverified");
     expect(late.nextAlarmAt).toBe(at(1600 + 60));
-    const again = decideTeardown({ ...stopping, error: "teardown_unverified" }, late.loop, { status: { ok: false, error: "HTTP 500" } }, at(1700), settings);
+    const again = decideTeardown(
+      { ...stopping, error: "teardown_unverified" },
+      late.loop,
+      { status: { ok: false, error: "HTTP 500" } },
+      at(1700),
+      settings,
+    );
     expect(again.events.map((e) => e.kind)).not.toContain("teardown_unverified");
-    const goneOnce = decideTeardown({ ...stopping, error: "teardown_unverified" }, late.loop, { status: { ok: true, status: status("gone") } }, at(1800), settings);
+    const goneOnce = decideTeardown(
+      { ...stopping, error: "teardown_unverified" },
+      late.loop,
+      { status: { ok: true, status: status("gone") } },
+      at(1800),
+      settings,
+    );
     expect(goneOnce.patch.status).toBeUndefined();
-    const gone = decideTeardown({ ...stopping, error: "teardown_unverified" }, goneOnce.loop, { status: { ok: true, status: status("gone") } }, at(1860), settings);
+    const gone = decideTeardown(
+      { ...stopping, error: "teardown_unverified" },
+      goneOnce.loop,
+      { status: { ok: true, status: status("gone") } },
+      at(1860),
+      settings,
+    );
     expect(gone.patch).toMatchObject({ status: "stopped", error: null });
   });
 
@@ -261,12 +410,24 @@ describe("stopping", () => {
     const found = decideTeardown(
       noRef,
       loop(),
-      { lookup: { ok: true, machine: { ref: "pod9", label: noRef.label, state: "running", created_at: null, price_per_hour: null } }, terminate: { ok: true } },
+      {
+        lookup: {
+          ok: true,
+          machine: { ref: "pod9", label: noRef.label, state: "running", created_at: null, price_per_hour: null },
+        },
+        terminate: { ok: true },
+      },
       at(960),
       settings,
     );
     expect(found.patch.provider_ref).toBe("pod9");
-    const failed = decideTeardown(noRef, loop(), { lookup: { ok: false, error: "listing failed" } }, at(2000), settings);
+    const failed = decideTeardown(
+      noRef,
+      loop(),
+      { lookup: { ok: false, error: "listing failed" } },
+      at(2000),
+      settings,
+    );
     expect(failed.patch.status).toBeUndefined();
   });
 });

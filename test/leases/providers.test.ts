@@ -2,7 +2,7 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Lease } from "../../src/leases/schema";
-import { installFakes, type InstalledFakes } from "../fakes/install";
+import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RunpodFake } from "../fakes/runpod";
 import { VastFake } from "../fakes/vast";
 import { VramfarmFake } from "../fakes/vramfarm";
@@ -54,7 +54,8 @@ async function rentOk(body: Record<string, unknown>): Promise<Lease> {
 }
 
 async function eventsOf(leaseId: string): Promise<{ kind: string; detail: string | null }[]> {
-  return (await read<{ events: { kind: string; detail: string | null }[] }>(await api(`/v1/leases/${leaseId}/events`))).events;
+  return (await read<{ events: { kind: string; detail: string | null }[] }>(await api(`/v1/leases/${leaseId}/events`)))
+    .events;
 }
 
 let runpod: RunpodFake;
@@ -65,7 +66,15 @@ let fakes: InstalledFakes;
 beforeEach(() => {
   vi.useFakeTimers({ toFake: ["Date"] });
   setNow(now + 3_600_000);
-  runpod = new RunpodFake({ quirks: { bootMs: 60_000, ollamaListenDelayMs: 20_000, lingerMs: 10_000, lingerShowsAs: "RUNNING", ignoreTerminates: 1 } });
+  runpod = new RunpodFake({
+    quirks: {
+      bootMs: 60_000,
+      ollamaListenDelayMs: 20_000,
+      lingerMs: 10_000,
+      lingerShowsAs: "RUNNING",
+      ignoreTerminates: 1,
+    },
+  });
   vast = new VastFake({ bootMs: 90_000, lingerMs: 6_000 });
   vramfarm = new VramfarmFake({ bootMs: 120_000 });
   fakes = installFakes(runpod, vast, vramfarm);
@@ -83,7 +92,10 @@ describe("RunPod", () => {
     // The machine gets the call-back URL and its own token in its environment.
     const podEnv = (pod!.meta.env as string[]).map((e) => e.split("=") as [string, string]);
     const callbackUrl = podEnv.find(([k]) => k === "GPULEASE_CALLBACK_URL")?.[1];
-    const callbackToken = podEnv.find(([k]) => k === "GPULEASE_CALLBACK_TOKEN")?.slice(1).join("=");
+    const callbackToken = podEnv
+      .find(([k]) => k === "GPULEASE_CALLBACK_TOKEN")
+      ?.slice(1)
+      .join("=");
     expect(callbackUrl).toBe(`http://gpulease.test/v1/leases/${lease.id}/done`);
     expect(callbackToken).toMatch(/^[A-Za-z0-9_-]{40,}$/);
 

@@ -1,7 +1,7 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it, vi } from "vitest";
-import { LeaseInputSchema, type Lease } from "../../src/leases/schema";
+import { type Lease, LeaseInputSchema } from "../../src/leases/schema";
 import { sha256Hex } from "../../src/lib/crypto";
 import { simCloud } from "../../src/sim/cloud";
 import { ADMIN_TOKEN, api, errorBody, PROVIDER_SECRETS } from "../helpers";
@@ -147,7 +147,9 @@ describe("reading leases", () => {
     const first = (await (await api("/v1/leases?limit=2")).json()) as { leases: Lease[]; next_cursor: string | null };
     expect(first.leases.map((l) => l.id)).toEqual([c.id, b.id]);
     expect(first.next_cursor).not.toBeNull();
-    const second = (await (await api(`/v1/leases?limit=2&cursor=${encodeURIComponent(first.next_cursor!)}`)).json()) as {
+    const second = (await (
+      await api(`/v1/leases?limit=2&cursor=${encodeURIComponent(first.next_cursor!)}`)
+    ).json()) as {
       leases: Lease[];
     };
     expect(second.leases[0]!.id).toBe(a.id);
@@ -171,9 +173,16 @@ describe("the job's call-back", () => {
     await driveUntil(lease.id, "running");
     // The real token only ever reaches the machine; give the row the hash of one we know.
     const token = "callback-token-for-the-test-0123456789";
-    await env.DB.prepare("UPDATE leases SET callback_hash = ? WHERE id = ?").bind(await sha256Hex(token), lease.id).run();
+    await env.DB.prepare("UPDATE leases SET callback_hash = ? WHERE id = ?")
+      .bind(await sha256Hex(token), lease.id)
+      .run();
     const done = (auth: string | null, body: unknown = { exit_code: 3 }) =>
-      api(`/v1/leases/${lease.id}/done`, { method: "POST", token: null, headers: auth ? { Authorization: auth } : {}, json: body });
+      api(`/v1/leases/${lease.id}/done`, {
+        method: "POST",
+        token: null,
+        headers: auth ? { Authorization: auth } : {},
+        json: body,
+      });
 
     for (const auth of [null, "Bearer wrong-token", `Bearer ${ADMIN_TOKEN}`, `Bearer ${token}x`]) {
       const res = await done(auth);
@@ -197,7 +206,11 @@ describe("the job's call-back", () => {
   });
 
   it("answers 404 for an unknown lease", async () => {
-    const res = await api("/v1/leases/lse_0000000000000000000000/done", { method: "POST", token: "x", json: { exit_code: 0 } });
+    const res = await api("/v1/leases/lse_0000000000000000000000/done", {
+      method: "POST",
+      token: "x",
+      json: { exit_code: 0 },
+    });
     expect(res.status).toBe(404);
   });
 });
@@ -213,8 +226,16 @@ function parseSse(text: string): SseEvent[] {
     .filter((block) => block.includes("data:"))
     .map((block) => {
       const lines = block.split("\n");
-      const id = lines.find((l) => l.startsWith("id:"))?.slice(3).trim() ?? "";
-      const data = lines.find((l) => l.startsWith("data:"))?.slice(5).trim() ?? "{}";
+      const id =
+        lines
+          .find((l) => l.startsWith("id:"))
+          ?.slice(3)
+          .trim() ?? "";
+      const data =
+        lines
+          .find((l) => l.startsWith("data:"))
+          ?.slice(5)
+          .trim() ?? "{}";
       return { id, data: JSON.parse(data) as SseEvent["data"] };
     });
 }
@@ -249,14 +270,20 @@ describe("events", () => {
     expect(kinds.at(-1)).toBe("stopped");
     expect(streamed.every((e) => e.id === String(e.data.seq))).toBe(true);
 
-    const json = (await (await api(`/v1/leases/${lease.id}/events`)).json()) as { events: { seq: number; kind: string }[] };
+    const json = (await (await api(`/v1/leases/${lease.id}/events`)).json()) as {
+      events: { seq: number; kind: string }[];
+    };
     expect(json.events.map((e) => e.kind)).toEqual(kinds);
 
     const third = streamed[2]!.id;
-    const resumed = await api(`/v1/leases/${lease.id}/events`, { headers: { Accept: "text/event-stream", "Last-Event-ID": third } });
+    const resumed = await api(`/v1/leases/${lease.id}/events`, {
+      headers: { Accept: "text/event-stream", "Last-Event-ID": third },
+    });
     const rest = parseSse(await bodyText(resumed));
     expect(rest.map((e) => e.data.seq)).toEqual(streamed.slice(3).map((e) => e.data.seq));
-    const after = (await (await api(`/v1/leases/${lease.id}/events?after=${third}`)).json()) as { events: { seq: number }[] };
+    const after = (await (await api(`/v1/leases/${lease.id}/events?after=${third}`)).json()) as {
+      events: { seq: number }[];
+    };
     expect(after.events.map((e) => e.seq)).toEqual(rest.map((e) => e.data.seq));
   });
 });
@@ -270,7 +297,8 @@ describe("secrets", () => {
     expect(leases.length).toBeGreaterThan(2);
     for (const lease of leases) await bodyText(await api(`/v1/leases/${lease.id}/events`));
     const everything = seen.join("\n");
-    for (const secret of [...PROVIDER_SECRETS, ADMIN_TOKEN, "hf_user_secret_value"]) expect(everything).not.toContain(secret);
+    for (const secret of [...PROVIDER_SECRETS, ADMIN_TOKEN, "hf_user_secret_value"])
+      expect(everything).not.toContain(secret);
     expect(everything).not.toMatch(/callback_hash|GPULEASE_CALLBACK_TOKEN/);
   });
 });

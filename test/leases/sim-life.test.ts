@@ -12,7 +12,6 @@ const setNow = (t: number) => {
   now = t;
   vi.setSystemTime(now);
 };
-const advance = (seconds: number) => setNow(now + seconds * 1000);
 
 const keeper = (leaseId: string) => env.LEASE_KEEPER.getByName(leaseId);
 
@@ -126,7 +125,9 @@ describe("the life of a sim lease", () => {
     expect(stopped.cost).toBeGreaterThan(0);
     expect(await simMachine(lease.provider_ref!)).toBeNull();
     // The machine lingered 8 s after terminate: stopped only once the sim says it is gone.
-    expect(Date.parse(stopped.teardown_verified_at!) - Date.parse(stopped.stop_requested_at!)).toBeGreaterThanOrEqual(8_000);
+    expect(Date.parse(stopped.teardown_verified_at!) - Date.parse(stopped.stop_requested_at!)).toBeGreaterThanOrEqual(
+      8_000,
+    );
 
     const third = await api(`/v1/leases/${lease.id}/stop`, { method: "POST" });
     expect(await third.json()).toEqual({ ok: true, already: true });
@@ -134,7 +135,17 @@ describe("the life of a sim lease", () => {
 
     const kinds = (await events(lease.id)).map((e) => e.kind);
     expect(kinds[0]).toBe("created");
-    expect(kinds).toEqual(expect.arrayContaining(["rented", "booting", "waiting_for_ollama", "running", "stop_requested", "terminate_sent", "stopped"]));
+    expect(kinds).toEqual(
+      expect.arrayContaining([
+        "rented",
+        "booting",
+        "waiting_for_ollama",
+        "running",
+        "stop_requested",
+        "terminate_sent",
+        "stopped",
+      ]),
+    );
     expect(kinds.at(-1)).toBe("stopped");
   });
 });
@@ -282,7 +293,9 @@ describe("renting with failover", () => {
     expect(res.status).toBe(502);
     const body = (await res.json()) as { code: string; lease_id: string };
     expect(body.code).toBe("provider_error");
-    const machines = (await simCloud(env.SIM_CLOUD).describe()).machines.filter((m) => m.label === `gpulease-${body.lease_id}`);
+    const machines = (await simCloud(env.SIM_CLOUD).describe()).machines.filter(
+      (m) => m.label === `gpulease-${body.lease_id}`,
+    );
     expect(machines).toHaveLength(1);
     expect((await getLease(body.lease_id)).status).toBe("stopping");
 
@@ -306,7 +319,9 @@ describe("idempotency and limits", () => {
     const again = await rent({}, { "Idempotency-Key": key });
     expect(again.status).toBe(200);
     expect(((await again.json()) as Lease).id).toBe(la!.id);
-    const machines = (await simCloud(env.SIM_CLOUD).describe()).machines.filter((m) => m.label === `gpulease-${la!.id}`);
+    const machines = (await simCloud(env.SIM_CLOUD).describe()).machines.filter(
+      (m) => m.label === `gpulease-${la!.id}`,
+    );
     expect(machines).toHaveLength(1);
     const all = (await (await api("/v1/leases?status=active")).json()) as { leases: Lease[] };
     expect(all.leases).toHaveLength(1);
@@ -361,11 +376,25 @@ describe("the keeper survives", () => {
     await runInDurableObject(keeper(lease.id), (_i, state) => state.storage.deleteAlarm());
     await expect(runInDurableObject(keeper(lease.id), (instance) => instance.alarm())).rejects.toThrow();
     expect(await alarmAt(lease.id)).toBeNull();
-    await runInDurableObject(keeper(lease.id), (instance) => instance.alarm({ retryCount: 5, isRetry: true, scheduledTime: now }));
+    await runInDurableObject(keeper(lease.id), (instance) =>
+      instance.alarm({ retryCount: 5, isRetry: true, scheduledTime: now }),
+    );
     expect(await alarmAt(lease.id)).toBeGreaterThan(now);
 
     await env.DB.prepare("UPDATE leases SET spec = ? WHERE id = ?")
-      .bind(JSON.stringify({ image: "ollama/ollama:latest", cmd: null, env: {}, ports: [11434], disk_gb: 40, weights_gb: 0, context_length: null, min_billed_minutes: 0 }), lease.id)
+      .bind(
+        JSON.stringify({
+          image: "ollama/ollama:latest",
+          cmd: null,
+          env: {},
+          ports: [11434],
+          disk_gb: 40,
+          weights_gb: 0,
+          context_length: null,
+          min_billed_minutes: 0,
+        }),
+        lease.id,
+      )
       .run();
     await runInDurableObject(keeper(lease.id), (_i, state) => state.storage.deleteAlarm());
     expect(await keeper(lease.id).ensureAlarm()).toEqual({ rearmed: true });

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { clearOfferCache } from "../../src/offers/cache";
-import { installFakes, json, type FakeService, type InstalledFakes } from "../fakes/install";
+import { type FakeService, type InstalledFakes, installFakes, json } from "../fakes/install";
 import { RunpodFake } from "../fakes/runpod";
 import { VastFake } from "../fakes/vast";
 import { api, PROVIDER_SECRETS } from "../helpers";
@@ -14,13 +14,38 @@ class VramfarmOffersFake implements FakeService {
   }
   async handle(request: Request): Promise<Response> {
     const url = new URL(request.url);
-    if (request.method !== "GET" || url.pathname !== "/api/offers") return json({ error: "not in this fake", code: "not_found" }, 404);
+    if (request.method !== "GET" || url.pathname !== "/api/offers")
+      return json({ error: "not in this fake", code: "not_found" }, 404);
     this.offerCalls++;
     if (this.down) return json({ error: `internal error (token ${PROVIDER_SECRETS[2]})`, code: "internal" }, 500);
     return json({
       offers: [
-        { id: 5101, gpu: "rtx-4090", gpu_name: "RTX 4090", count: 1, vram_gb: 24, vram_total_gb: 24, price: 0.49, currency: "EUR", country: "DE", reliable: true, traffic: { included_gb: 1000, eur_per_gb: 0.002 } },
-        { id: 5102, gpu: "h100-sxm", gpu_name: "H100 SXM", count: 1, vram_gb: 80, vram_total_gb: 80, price: 2.1, currency: "EUR", country: "DE", reliable: true, traffic: null },
+        {
+          id: 5101,
+          gpu: "rtx-4090",
+          gpu_name: "RTX 4090",
+          count: 1,
+          vram_gb: 24,
+          vram_total_gb: 24,
+          price: 0.49,
+          currency: "EUR",
+          country: "DE",
+          reliable: true,
+          traffic: { included_gb: 1000, eur_per_gb: 0.002 },
+        },
+        {
+          id: 5102,
+          gpu: "h100-sxm",
+          gpu_name: "H100 SXM",
+          count: 1,
+          vram_gb: 80,
+          vram_total_gb: 80,
+          price: 2.1,
+          currency: "EUR",
+          country: "DE",
+          reliable: true,
+          traffic: null,
+        },
       ],
     });
   }
@@ -92,7 +117,9 @@ describe("GET /v1/offers through the real adapters", () => {
     expect(res.status).toBe(200);
     const raw = await res.clone().text();
     const body = (await res.json()) as OffersBody;
-    expect(body.errors).toEqual([{ provider: "vramfarm", code: "provider_error", error: expect.stringContaining("500") }]);
+    expect(body.errors).toEqual([
+      { provider: "vramfarm", code: "provider_error", error: expect.stringContaining("500") },
+    ]);
     expect(body.offers.some((o) => o.provider === "runpod")).toBe(true);
     expect(body.offers.some((o) => o.provider === "vast")).toBe(true);
     for (const secret of PROVIDER_SECRETS) expect(raw).not.toContain(secret);

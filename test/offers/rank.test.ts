@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import type { ProviderOffer } from "../../src/providers/types";
 import { compareRanked, rankOffer, rankOffers, toOffer } from "../../src/offers/rank";
+import type { ProviderOffer } from "../../src/providers/types";
 
 function offer(overrides: Partial<ProviderOffer> = {}): ProviderOffer {
   return {
@@ -93,7 +93,13 @@ describe("value score", () => {
   });
 
   it("has no value when bandwidth or price is unknown, and sorts those last", () => {
-    const unknownCard = offer({ offer_id: "vast:1", provider: "vast", gpu: "Mystery", gpu_key: null, price_per_hour: 0.05 });
+    const unknownCard = offer({
+      offer_id: "vast:1",
+      provider: "vast",
+      gpu: "Mystery",
+      gpu_key: null,
+      price_per_hour: 0.05,
+    });
     const free = offer({ offer_id: "sim:free", provider: "sim", price_per_hour: 0 });
     const slow = offer({ offer_id: "runpod:slow", gpu: "L4", gpu_key: "l4", price_per_hour: 2 });
     expect(rankOffer(unknownCard, usd).value).toBeNull();
@@ -118,7 +124,11 @@ describe("value score", () => {
     const a = offer({ offer_id: "vast:a", provider: "vast" });
     const b = offer({ offer_id: "runpod:b" });
     const c = offer({ offer_id: "runpod:a" });
-    for (const input of [[a, b, c], [c, b, a], [b, a, c]]) {
+    for (const input of [
+      [a, b, c],
+      [c, b, a],
+      [b, a, c],
+    ]) {
       expect(rankOffers(input, usd).map((o) => o.offer_id)).toEqual(["runpod:a", "runpod:b", "vast:a"]);
     }
     expect(compareRanked(rankOffer(a, usd), rankOffer(a, usd))).toBe(0);

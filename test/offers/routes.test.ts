@@ -26,7 +26,7 @@ describe("GET /v1/offers validation", () => {
     ["limit=ten", "limit"],
     ["template=docker", "template"],
     ["gpu=%3Cscript%3E", "gpu"],
-    ["gpu=" + "a".repeat(65), "gpu"],
+    [`gpu=${"a".repeat(65)}`, "gpu"],
     ["gpu=4090&gpu=3090", "gpu"],
   ];
 
@@ -74,7 +74,10 @@ describe("GET /v1/offers access", () => {
 
   it("is documented with its query parameters, security and error responses", async () => {
     const doc = (await (await api("/openapi.json", { token: null })).json()) as {
-      paths: Record<string, { get?: { parameters?: { name: string }[]; security?: unknown; responses: Record<string, unknown> } }>;
+      paths: Record<
+        string,
+        { get?: { parameters?: { name: string }[]; security?: unknown; responses: Record<string, unknown> } }
+      >;
     };
     const offers = doc.paths["/v1/offers"]?.get;
     expect(offers?.security).toEqual([{ Bearer: [] }]);

@@ -4,7 +4,7 @@ import { findOffer, listRankedOffers } from "../../src/offers/service";
 import { ProviderError } from "../../src/providers/http";
 import type { ProviderOffer } from "../../src/providers/types";
 import { PROVIDER_SECRETS } from "../helpers";
-import { providerOffer, registryOf, stubProvider, world, type StubProvider } from "./stub-providers";
+import { providerOffer, registryOf, type StubProvider, stubProvider, world } from "./stub-providers";
 
 interface OffersBody {
   offers: Record<string, unknown>[];
@@ -13,17 +13,50 @@ interface OffersBody {
 }
 
 const runpodOffers: ProviderOffer[] = [
-  providerOffer({ offer_id: "runpod:SECURE:NVIDIA GeForce RTX 4090:1", provider: "runpod", cloud: "SECURE", price_per_hour: 0.69 }),
-  providerOffer({ offer_id: "runpod:SECURE:NVIDIA H100 80GB HBM3:1", provider: "runpod", gpu: "H100 SXM", gpu_key: "h100-sxm", vram_gb: 80, price_per_hour: 2.69 }),
-  providerOffer({ offer_id: "runpod:COMMUNITY:NVIDIA GeForce RTX 4090:2", provider: "runpod", gpu_count: 2, vram_gb: 48, price_per_hour: 1.38 }),
+  providerOffer({
+    offer_id: "runpod:SECURE:NVIDIA GeForce RTX 4090:1",
+    provider: "runpod",
+    cloud: "SECURE",
+    price_per_hour: 0.69,
+  }),
+  providerOffer({
+    offer_id: "runpod:SECURE:NVIDIA H100 80GB HBM3:1",
+    provider: "runpod",
+    gpu: "H100 SXM",
+    gpu_key: "h100-sxm",
+    vram_gb: 80,
+    price_per_hour: 2.69,
+  }),
+  providerOffer({
+    offer_id: "runpod:COMMUNITY:NVIDIA GeForce RTX 4090:2",
+    provider: "runpod",
+    gpu_count: 2,
+    vram_gb: 48,
+    price_per_hour: 1.38,
+  }),
 ];
 const vastOffers: ProviderOffer[] = [
-  providerOffer({ offer_id: "vast:9001", provider: "vast", bandwidth_gbs: 980, download_mbs: 300, download_cost_per_gb: 0.005, price_per_hour: 0.35 }),
+  providerOffer({
+    offer_id: "vast:9001",
+    provider: "vast",
+    bandwidth_gbs: 980,
+    download_mbs: 300,
+    download_cost_per_gb: 0.005,
+    price_per_hour: 0.35,
+  }),
   providerOffer({ offer_id: "vast:9002", provider: "vast", gpu: "RTX 3090", gpu_key: "rtx-3090", price_per_hour: 0.2 }),
   providerOffer({ offer_id: "vast:9003", provider: "vast", gpu: "Tesla P40", gpu_key: null, price_per_hour: 0.1 }),
 ];
 const vramfarmOffers: ProviderOffer[] = [
-  providerOffer({ offer_id: "vramfarm:5101", provider: "vramfarm", price_per_hour: 0.49, currency: "EUR", min_billed_minutes: 15, templates: ["custom"], location: "DE" }),
+  providerOffer({
+    offer_id: "vramfarm:5101",
+    provider: "vramfarm",
+    price_per_hour: 0.49,
+    currency: "EUR",
+    min_billed_minutes: 15,
+    templates: ["custom"],
+    location: "DE",
+  }),
 ];
 
 function threeProviders() {
@@ -77,24 +110,35 @@ describe("GET /v1/offers", () => {
       templates: ["ollama", "custom"],
     });
     const vramfarm = body.offers.find((o) => o.provider === "vramfarm");
-    expect(vramfarm).toMatchObject({ currency: "EUR", price_per_hour: 0.49, price_per_hour_usd: 0.5292, min_billed_minutes: 15 });
+    expect(vramfarm).toMatchObject({
+      currency: "EUR",
+      price_per_hour: 0.49,
+      price_per_hour_usd: 0.5292,
+      min_billed_minutes: 15,
+    });
   });
 
   it("uses weights_gb, or else vram_gb, for the load estimate", async () => {
     const w = world(threeProviders().registry);
     const withVram = await offersOf(await w.get("/v1/offers?vram_gb=24&provider=runpod&gpu_count=1&gpu=4090"));
     expect(withVram.offers.map((o) => o.load_time_s)).toEqual([260]);
-    const withWeights = await offersOf(await w.get("/v1/offers?vram_gb=24&weights_gb=12&provider=runpod&gpu_count=1&gpu=4090"));
+    const withWeights = await offersOf(
+      await w.get("/v1/offers?vram_gb=24&weights_gb=12&provider=runpod&gpu_count=1&gpu=4090"),
+    );
     expect(withWeights.offers.map((o) => o.load_time_s)).toEqual([180]);
   });
 
   it("filters by gpu, vram, count, template and max_price (EUR compared in USD), and cuts to limit", async () => {
     const w = world(threeProviders().registry);
-    const ids = async (query: string) => (await offersOf(await w.get(`/v1/offers?${query}`))).offers.map((o) => o.offer_id).sort();
+    const ids = async (query: string) =>
+      (await offersOf(await w.get(`/v1/offers?${query}`))).offers.map((o) => o.offer_id).sort();
 
     expect(await ids("gpu=h100")).toEqual(["runpod:SECURE:NVIDIA H100 80GB HBM3:1"]);
     expect(await ids("gpu=rtx4090&gpu_count=2")).toEqual(["runpod:COMMUNITY:NVIDIA GeForce RTX 4090:2"]);
-    expect(await ids("vram_gb=48")).toEqual(["runpod:COMMUNITY:NVIDIA GeForce RTX 4090:2", "runpod:SECURE:NVIDIA H100 80GB HBM3:1"]);
+    expect(await ids("vram_gb=48")).toEqual([
+      "runpod:COMMUNITY:NVIDIA GeForce RTX 4090:2",
+      "runpod:SECURE:NVIDIA H100 80GB HBM3:1",
+    ]);
     expect(await ids("template=custom&gpu=4090&gpu_count=1")).toEqual([
       "runpod:SECURE:NVIDIA GeForce RTX 4090:1",
       "vast:9001",
@@ -105,7 +149,10 @@ describe("GET /v1/offers", () => {
     expect(await ids("max_price=0.52&gpu=4090")).toEqual(["vast:9001"]);
     expect(await ids("max_price=0.53&gpu=4090")).toEqual(["vast:9001", "vramfarm:5101"]);
     const limited = await offersOf(await w.get("/v1/offers?limit=2"));
-    expect(limited.offers.map((o) => o.offer_id)).toEqual(["vast:9002", (await offersOf(await w.get("/v1/offers"))).offers[1]!.offer_id]);
+    expect(limited.offers.map((o) => o.offer_id)).toEqual([
+      "vast:9002",
+      (await offersOf(await w.get("/v1/offers"))).offers[1]!.offer_id,
+    ]);
   });
 
   it("lists a failing provider in errors, scrubbed, and still answers 200 with the others", async () => {
@@ -141,7 +188,9 @@ describe("GET /v1/offers", () => {
     expect(all.offers).toHaveLength(3);
 
     const named = await offersOf(await w.get("/v1/offers?provider=sim,vast"));
-    expect(named.errors).toEqual([{ provider: "sim", code: "not_configured", error: expect.stringContaining("ENABLE_SIM") }]);
+    expect(named.errors).toEqual([
+      { provider: "sim", code: "not_configured", error: expect.stringContaining("ENABLE_SIM") },
+    ]);
 
     const vastOnly = await offersOf(await w.get("/v1/offers?provider=VAST"));
     expect(vastOnly.errors).toEqual([]);
@@ -200,7 +249,9 @@ describe("GET /v1/offers", () => {
     const gated = (offers: ProviderOffer[]) => async () => {
       started.push(offers[0]!.provider);
       if (started.length === 3) release();
-      const gaveUp = new Promise<never>((_, reject) => setTimeout(() => reject(new Error("called one after another")), 2_000));
+      const gaveUp = new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error("called one after another")), 2_000),
+      );
       await Promise.race([allStarted, gaveUp]);
       return offers;
     };
@@ -222,7 +273,9 @@ describe("GET /v1/offers", () => {
     const hanging = stubProvider("vast", () => new Promise<ProviderOffer[]>(() => {}));
     const w = world(registryOf({ runpod, vast: hanging }));
     const result = await listRankedOffers(w.services, { provider: ["runpod", "vast"] }, { timeoutMs: 20 });
-    expect(result.errors).toEqual([{ provider: "vast", code: "timeout", error: expect.stringContaining("no offers within") }]);
+    expect(result.errors).toEqual([
+      { provider: "vast", code: "timeout", error: expect.stringContaining("no offers within") },
+    ]);
     expect(result.offers).toHaveLength(3);
   });
 });
@@ -245,7 +298,10 @@ describe("GET /v1/offer-types", () => {
     expect(body.types[0]!.gpu).toBe("RTX 3090"); // best-value type first
 
     const custom = (await (await w.get("/v1/offer-types?template=custom&max_price=0.3")).json()) as typeof body;
-    expect(custom.types.map((t) => [t.gpu, t.available])).toEqual([["RTX 3090", 1], ["Tesla P40", 1]]);
+    expect(custom.types.map((t) => [t.gpu, t.available])).toEqual([
+      ["RTX 3090", 1],
+      ["Tesla P40", 1],
+    ]);
   });
 
   it("rejects limit (it has none) and bad filters", async () => {

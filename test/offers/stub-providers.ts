@@ -2,7 +2,13 @@ import { env } from "cloudflare:workers";
 import { createApp } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import type { ProviderRegistry } from "../../src/providers/registry";
-import { providerNames, type OfferQuery, type Provider, type ProviderName, type ProviderOffer } from "../../src/providers/types";
+import {
+  type OfferQuery,
+  type Provider,
+  type ProviderName,
+  type ProviderOffer,
+  providerNames,
+} from "../../src/providers/types";
 import { createServices, type Services } from "../../src/services";
 import { ADMIN_TOKEN } from "../helpers";
 
@@ -66,7 +72,9 @@ export function world(providers: ProviderRegistry, start = Date.parse("2026-11-2
   return w;
 }
 
-export function providerOffer(overrides: Partial<ProviderOffer> & Pick<ProviderOffer, "offer_id" | "provider">): ProviderOffer {
+export function providerOffer(
+  overrides: Partial<ProviderOffer> & Pick<ProviderOffer, "offer_id" | "provider">,
+): ProviderOffer {
   return {
     gpu: "RTX 4090",
     gpu_key: "rtx-4090",

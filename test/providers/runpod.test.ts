@@ -4,7 +4,13 @@ import { ProviderError } from "../../src/providers/http";
 import { createRunpodProvider, type RunpodOptions } from "../../src/providers/runpod";
 import type { MachineSpec, ProviderOffer } from "../../src/providers/types";
 import { type InstalledFakes, installFakes } from "../fakes/install";
-import { NO_CAPACITY_MESSAGES, type NoCapacityVariant, RUNPOD_FAKE_KEY, RUNPOD_FAKE_URL, RunpodFake } from "../fakes/runpod";
+import {
+  NO_CAPACITY_MESSAGES,
+  type NoCapacityVariant,
+  RUNPOD_FAKE_KEY,
+  RUNPOD_FAKE_URL,
+  RunpodFake,
+} from "../fakes/runpod";
 
 const PROXY_TEMPLATE = "http://{id}-{port}.proxy.runpod.fake";
 const T0 = Date.parse("2026-11-29T02:00:00Z");
@@ -97,10 +103,18 @@ const advance = (ms: number) => vi.setSystemTime(Date.now() + ms);
 describe("transport", () => {
   it("the fake blocks a request without a User-Agent or with a bot UA (1010); the adapter always sends one", async () => {
     const body = JSON.stringify({ query: "query { gpuTypes { id } }" });
-    const bare = await fetch(RUNPOD_FAKE_URL, { method: "POST", body, headers: { "Content-Type": "application/json" } });
+    const bare = await fetch(RUNPOD_FAKE_URL, {
+      method: "POST",
+      body,
+      headers: { "Content-Type": "application/json" },
+    });
     expect(bare.status).toBe(403);
     expect(await bare.text()).toBe("error code: 1010");
-    const bot = await fetch(RUNPOD_FAKE_URL, { method: "POST", body, headers: { "Content-Type": "application/json", "User-Agent": "Python-urllib/3.12" } });
+    const bot = await fetch(RUNPOD_FAKE_URL, {
+      method: "POST",
+      body,
+      headers: { "Content-Type": "application/json", "User-Agent": "Python-urllib/3.12" },
+    });
     expect(bot.status).toBe(403);
 
     const provider = runpod();
@@ -160,13 +174,23 @@ describe("transport", () => {
     const badKey = await thrown(provider.listOwn("gl", []));
 
     fake.quirks.auth = "ok";
-    fake.fault("pod", { kind: "status", status: 500, body: `upstream failed for Authorization: Bearer ${RUNPOD_FAKE_KEY}` });
+    fake.fault("pod", {
+      kind: "status",
+      status: 500,
+      body: `upstream failed for Authorization: Bearer ${RUNPOD_FAKE_KEY}`,
+    });
     const serverError = await thrown(provider.status("abc123"));
 
     fake.quirks.noCapacity = { variant: "requested", times: 2 };
     const noCapacity = await provider.rent(offer(), spec());
 
-    const texts = [unauthorized.message, badKey.message, serverError.message, !refused.ok ? refused.error : "", !noCapacity.ok ? noCapacity.error : ""];
+    const texts = [
+      unauthorized.message,
+      badKey.message,
+      serverError.message,
+      !refused.ok ? refused.error : "",
+      !noCapacity.ok ? noCapacity.error : "",
+    ];
     expect(texts.every((t) => t.length > 0)).toBe(true);
     for (const t of texts) expect(t).not.toContain(RUNPOD_FAKE_KEY);
     expect(fake.requests.some((r) => r.status === 500)).toBe(true);
@@ -222,7 +246,11 @@ describe("errors inside HTTP 200 and auth", () => {
     fake.plantPod({ name: "gl-orphan" });
     const keyless = runpod({ apiKey: "" });
     const body = await (
-      await fetch(RUNPOD_FAKE_URL, { method: "POST", headers: { "User-Agent": "gpulease/test", "Content-Type": "application/json" }, body: JSON.stringify({ query: "{ myself { id } }" }) })
+      await fetch(RUNPOD_FAKE_URL, {
+        method: "POST",
+        headers: { "User-Agent": "gpulease/test", "Content-Type": "application/json" },
+        body: JSON.stringify({ query: "{ myself { id } }" }),
+      })
     ).json();
     expect(body).toEqual({ data: { myself: null } });
     expect((await thrown(keyless.listOwn("gl", []))).kind).toBe("auth");
@@ -236,9 +264,14 @@ describe("errors inside HTTP 200 and auth", () => {
     const send = (input: Record<string, unknown>) =>
       fetch(RUNPOD_FAKE_URL, {
         method: "POST",
-        headers: { "User-Agent": "gpulease/test", "Content-Type": "application/json", Authorization: `Bearer ${RUNPOD_FAKE_KEY}` },
+        headers: {
+          "User-Agent": "gpulease/test",
+          "Content-Type": "application/json",
+          Authorization: `Bearer ${RUNPOD_FAKE_KEY}`,
+        },
         body: JSON.stringify({
-          query: "mutation Deploy($input: PodFindAndDeployOnDemandInput!) { podFindAndDeployOnDemand(input: $input) { id } }",
+          query:
+            "mutation Deploy($input: PodFindAndDeployOnDemandInput!) { podFindAndDeployOnDemand(input: $input) { id } }",
           variables: { input: { gpuTypeId: "NVIDIA GeForce RTX 4090", imageName: "x", ...input } },
         }),
       });
@@ -255,8 +288,15 @@ describe("errors inside HTTP 200 and auth", () => {
   it("the fake rejects a selection set on the scalar podTerminate (400)", async () => {
     const res = await fetch(RUNPOD_FAKE_URL, {
       method: "POST",
-      headers: { "User-Agent": "gpulease/test", "Content-Type": "application/json", Authorization: `Bearer ${RUNPOD_FAKE_KEY}` },
-      body: JSON.stringify({ query: "mutation T($input: PodTerminateInput!) { podTerminate(input: $input) { id } }", variables: { input: { podId: "x" } } }),
+      headers: {
+        "User-Agent": "gpulease/test",
+        "Content-Type": "application/json",
+        Authorization: `Bearer ${RUNPOD_FAKE_KEY}`,
+      },
+      body: JSON.stringify({
+        query: "mutation T($input: PodTerminateInput!) { podTerminate(input: $input) { id } }",
+        variables: { input: { podId: "x" } },
+      }),
     });
     expect(res.status).toBe(400);
   });
@@ -265,7 +305,14 @@ describe("errors inside HTTP 200 and auth", () => {
     fake.fault("deploy", {
       kind: "status",
       status: 400,
-      body: JSON.stringify({ errors: [{ message: 'Field "objectMounts" is not defined by type "PodFindAndDeployOnDemandInput".', extensions: { code: "BAD_USER_INPUT" } }] }),
+      body: JSON.stringify({
+        errors: [
+          {
+            message: 'Field "objectMounts" is not defined by type "PodFindAndDeployOnDemandInput".',
+            extensions: { code: "BAD_USER_INPUT" },
+          },
+        ],
+      }),
     });
     const result = await runpod().rent(offer(), spec());
     expect(result).toMatchObject({ ok: false, kind: "rejected" });
@@ -307,7 +354,7 @@ describe("listOffers", () => {
     expect(offers[2]).toMatchObject({ gpu: "A40", availability: "low" });
   });
 
-  it("a catalogue type out of stock (null, \"None\", available false) is not offered", async () => {
+  it('a catalogue type out of stock (null, "None", available false) is not offered', async () => {
     const offers = await runpod().listOffers({});
     expect(offers.some((o) => o.offer_id.includes("H100"))).toBe(false); // stockStatus null
     expect(offers.some((o) => o.offer_id.includes("L40S"))).toBe(false); // stockStatus "None"
@@ -322,7 +369,11 @@ describe("listOffers", () => {
   it("skips AMD cards, which cannot run the CUDA images", async () => {
     const offers = await runpod().listOffers({ vram_gb: 100 });
     expect(offers).toEqual([]);
-    expect(fake.dataCenters.some((dc) => dc.gpuAvailability?.some((a) => a.gpuTypeId.startsWith("AMD") && a.stockStatus === "High"))).toBe(true);
+    expect(
+      fake.dataCenters.some((dc) =>
+        dc.gpuAvailability?.some((a) => a.gpuTypeId.startsWith("AMD") && a.stockStatus === "High"),
+      ),
+    ).toBe(true);
   });
 
   it("matches display names and ids, which differ (quirk 17), and keys the spec table by id", async () => {
@@ -347,7 +398,10 @@ describe("listOffers", () => {
     expect(big.every((o) => o.vram_gb >= 40)).toBe(true);
     expect(big.map((o) => o.gpu)).toEqual(["A40", "A40"]);
     const cheap = await runpod().listOffers({ max_price_usd: 0.36 });
-    expect(cheap.map((o) => o.offer_id)).toEqual(["runpod:COMMUNITY:NVIDIA GeForce RTX 4090", "runpod:COMMUNITY:NVIDIA A40"]);
+    expect(cheap.map((o) => o.offer_id)).toEqual([
+      "runpod:COMMUNITY:NVIDIA GeForce RTX 4090",
+      "runpod:COMMUNITY:NVIDIA A40",
+    ]);
   });
 
   it("throws on a failed or unparseable listing instead of returning no offers", async () => {
@@ -384,11 +438,26 @@ describe("rent", () => {
     });
     // quirk 14: env comes back as "KEY=value" strings
     const ref = result.ok ? result.ref : "";
-    expect(fake.podView(ref)?.env).toEqual(["OLLAMA_KEEP_ALIVE=-1", "OLLAMA_HOST=0.0.0.0", "OLLAMA_CONTEXT_LENGTH=8192"]);
+    expect(fake.podView(ref)?.env).toEqual([
+      "OLLAMA_KEEP_ALIVE=-1",
+      "OLLAMA_HOST=0.0.0.0",
+      "OLLAMA_CONTEXT_LENGTH=8192",
+    ]);
   });
 
   it("custom template: the spec's ports over http plus ssh, its env, and the cmd wrapped in bash -c", async () => {
-    await runpod().rent(offer(), spec({ template: "custom", image: "ghcr.io/you/batch:1", cmd: "python /app/run.py --name 'x'", env: { MODE: "batch" }, ports: [8080, 22], context_length: null, disk_gb: 100 }));
+    await runpod().rent(
+      offer(),
+      spec({
+        template: "custom",
+        image: "ghcr.io/you/batch:1",
+        cmd: "python /app/run.py --name 'x'",
+        env: { MODE: "batch" },
+        ports: [8080, 22],
+        context_length: null,
+        disk_gb: 100,
+      }),
+    );
     const [input] = deployInputs();
     expect(input).toMatchObject({
       ports: "8080/http,22/tcp",
@@ -428,16 +497,19 @@ describe("rent", () => {
     { variant: "cuda" },
     { variant: "supplyConstraint", code: "SUPPLY_CONSTRAINT" },
   ];
-  it.each(variants)("no capacity ($variant) → one lean retry → no_capacity with RunPod's text", async ({ variant, code }) => {
-    fake.quirks.noCapacity = { variant, code, times: Number.POSITIVE_INFINITY };
-    const result = await runpod().rent(offer(), spec());
-    expect(result).toEqual({ ok: false, kind: "no_capacity", error: NO_CAPACITY_MESSAGES[variant].trim() });
-    const inputs = deployInputs();
-    expect(inputs.map((i) => [i.minVcpuCount, i.minMemoryInGb, i.containerDiskInGb])).toEqual([
-      [4, 26, 42],
-      [2, 15, 42],
-    ]);
-  });
+  it.each(variants)(
+    "no capacity ($variant) → one lean retry → no_capacity with RunPod's text",
+    async ({ variant, code }) => {
+      fake.quirks.noCapacity = { variant, code, times: Number.POSITIVE_INFINITY };
+      const result = await runpod().rent(offer(), spec());
+      expect(result).toEqual({ ok: false, kind: "no_capacity", error: NO_CAPACITY_MESSAGES[variant].trim() });
+      const inputs = deployInputs();
+      expect(inputs.map((i) => [i.minVcpuCount, i.minMemoryInGb, i.containerDiskInGb])).toEqual([
+        [4, 26, 42],
+        [2, 15, 42],
+      ]);
+    },
+  );
 
   it("the lean retry rents where the full size found nothing", async () => {
     fake.quirks.noCapacity = { variant: "requested", times: Number.POSITIVE_INFINITY, acceptLean: true };
@@ -461,7 +533,11 @@ describe("rent", () => {
 
   it("another GraphQL error is a rejection with RunPod's reason", async () => {
     const result = await runpod().rent(offer("runpod:SECURE:NVIDIA Imaginary 1"), spec());
-    expect(result).toEqual({ ok: false, kind: "rejected", error: "Could not find GPU type with id NVIDIA Imaginary 1" });
+    expect(result).toEqual({
+      ok: false,
+      kind: "rejected",
+      error: "Could not find GPU type with id NVIDIA Imaginary 1",
+    });
   });
 
   it.each([
@@ -470,7 +546,14 @@ describe("rent", () => {
     ["HTTP 502", { kind: "status", status: 502 } as const],
     ["malformed JSON", { kind: "malformed" } as const],
     ["an empty body", { kind: "empty" } as const],
-    ["a 200 without an id", { kind: "status", status: 200, body: '{"data":{"podFindAndDeployOnDemand":{"id":null,"costPerHr":0.69}}}' } as const],
+    [
+      "a 200 without an id",
+      {
+        kind: "status",
+        status: 200,
+        body: '{"data":{"podFindAndDeployOnDemand":{"id":null,"costPerHr":0.69}}}',
+      } as const,
+    ],
   ])("%s on create is ambiguous and never retried", async (_name, fault) => {
     fake.fault("deploy", fault);
     const result = await runpod().rent(offer(), spec());
@@ -484,18 +567,25 @@ describe("rent", () => {
     expect(fake.calls("deploy")).toHaveLength(1);
   });
 
-  it.each(["graphql_error", "http_500", "hang"] as const)("error but created (%s): ambiguous, and the pod turns up by label once the listing catches up", async (mode) => {
-    fake.quirks.errorButCreated = mode;
-    fake.quirks.listingLagMs = 5_000;
-    const provider = runpod();
-    const result = await provider.rent(offer(), spec());
-    expect(result).toMatchObject({ ok: false, kind: "ambiguous" });
-    expect(fake.model.list()).toHaveLength(1);
-    // quirk 15: the listing lags behind the create; the caller has to look again
-    expect(await provider.findByLabel("gl-ollama-0001")).toBeNull();
-    advance(6_000);
-    expect(await provider.findByLabel("gl-ollama-0001")).toMatchObject({ label: "gl-ollama-0001", state: "running", price_per_hour: 0.69 });
-  });
+  it.each(["graphql_error", "http_500", "hang"] as const)(
+    "error but created (%s): ambiguous, and the pod turns up by label once the listing catches up",
+    async (mode) => {
+      fake.quirks.errorButCreated = mode;
+      fake.quirks.listingLagMs = 5_000;
+      const provider = runpod();
+      const result = await provider.rent(offer(), spec());
+      expect(result).toMatchObject({ ok: false, kind: "ambiguous" });
+      expect(fake.model.list()).toHaveLength(1);
+      // quirk 15: the listing lags behind the create; the caller has to look again
+      expect(await provider.findByLabel("gl-ollama-0001")).toBeNull();
+      advance(6_000);
+      expect(await provider.findByLabel("gl-ollama-0001")).toMatchObject({
+        label: "gl-ollama-0001",
+        state: "running",
+        price_per_hour: 0.69,
+      });
+    },
+  );
 });
 
 describe("status", () => {
@@ -535,10 +625,22 @@ describe("status", () => {
   });
 
   it("http ports show an internal IP: access goes through the proxy; ssh only from a public tcp 22", async () => {
-    const ref = await rentedPod({ template: "custom", image: "x/y:1", cmd: "serve", ports: [8080], context_length: null });
+    const ref = await rentedPod({
+      template: "custom",
+      image: "x/y:1",
+      cmd: "serve",
+      ports: [8080],
+      context_length: null,
+    });
     const runtime = fake.podView(ref)?.runtime as { ports: { ip: string; isIpPublic: boolean; type: string }[] };
-    expect(runtime.ports.find((p) => p.type === "http")).toMatchObject({ isIpPublic: false, ip: expect.stringMatching(/^100\.65\./) });
-    expect((await runpod().status(ref)).access).toEqual({ urls: [`http://${ref}-8080.proxy.runpod.fake`], ssh: { host: "213.173.104.74", port: 35559 } });
+    expect(runtime.ports.find((p) => p.type === "http")).toMatchObject({
+      isIpPublic: false,
+      ip: expect.stringMatching(/^100\.65\./),
+    });
+    expect((await runpod().status(ref)).access).toEqual({
+      urls: [`http://${ref}-8080.proxy.runpod.fake`],
+      ssh: { host: "213.173.104.74", port: 35559 },
+    });
     fake.quirks.publicIp = false;
     expect((await runpod().status(ref)).access?.ssh).toBeNull();
   });
@@ -582,7 +684,15 @@ describe("status", () => {
     ["malformed JSON", { kind: "malformed" } as const, "parse"],
     ["an empty body", { kind: "empty" } as const, "parse"],
     ["a changed shape", { kind: "status", status: 200, body: '{"data":{"pod":{"name":"no id"}}}' } as const, "parse"],
-    ["an error inside 200", { kind: "status", status: 200, body: '{"errors":[{"message":"Something went wrong.","extensions":{"code":"INTERNAL_SERVER_ERROR"}}],"data":{"pod":null}}' } as const, "api"],
+    [
+      "an error inside 200",
+      {
+        kind: "status",
+        status: 200,
+        body: '{"errors":[{"message":"Something went wrong.","extensions":{"code":"INTERNAL_SERVER_ERROR"}}],"data":{"pod":null}}',
+      } as const,
+      "api",
+    ],
   ])("a failed read (%s) throws, never gone", async (_name, fault, kind) => {
     const ref = await rentedPod();
     fake.fault("pod", fault, 3);
@@ -639,7 +749,13 @@ describe("own machines and balance", () => {
     const provider = runpod();
     const own = await provider.listOwn("gl", []);
     expect(own.map((m) => m.label).sort()).toEqual(["gl-ollama-0001", "gl-orphan-7"]);
-    expect(own.find((m) => m.ref === orphan)).toEqual({ ref: orphan, label: "gl-orphan-7", state: "running", created_at: new Date(T0).toISOString(), price_per_hour: 0.69 });
+    expect(own.find((m) => m.ref === orphan)).toEqual({
+      ref: orphan,
+      label: "gl-orphan-7",
+      state: "running",
+      created_at: new Date(T0).toISOString(),
+      price_per_hour: 0.69,
+    });
     expect(await provider.findByLabel("gl-ollama-0001")).toMatchObject({ ref, state: "running" });
     expect(await provider.findByLabel("gl-ollama")).toBeNull();
   });

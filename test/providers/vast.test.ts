@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ProviderError } from "../../src/providers/http";
 import type { MachineSpec, Provider, ProviderOffer } from "../../src/providers/types";
 import { createVastProvider } from "../../src/providers/vast";
-import { installFakes, type InstalledFakes } from "../fakes/install";
+import { type InstalledFakes, installFakes } from "../fakes/install";
 import { VAST_ECHOED_API_KEY, VAST_FAKE_KEY, VAST_FAKE_URL, VastFake } from "../fakes/vast";
 import { PROVIDER_SECRETS } from "../helpers";
 
@@ -68,7 +68,9 @@ async function rented(overrides: Partial<MachineSpec> = {}): Promise<string> {
 }
 
 const bodiesOf = (method: string, pathPart: string) =>
-  fake.requests.filter((r) => r.method === method && r.path.includes(pathPart)).map((r) => r.body as Record<string, unknown>);
+  fake.requests
+    .filter((r) => r.method === method && r.path.includes(pathPart))
+    .map((r) => r.body as Record<string, unknown>);
 
 async function providerError(promise: Promise<unknown>): Promise<ProviderError> {
   const error = await promise.then(
@@ -141,13 +143,22 @@ describe("vast offers", () => {
   it("caps the advertised line speed, halves it, and leaves an unknown bandwidth to the spec table", async () => {
     const offers = await vast.listOffers({ gpu: "3090" });
     expect(offers).toHaveLength(1);
-    expect(offers[0]).toMatchObject({ gpu_key: "rtx-3090", bandwidth_gbs: null, download_mbs: (2500 / 8) * 0.5, location: null });
+    expect(offers[0]).toMatchObject({
+      gpu_key: "rtx-3090",
+      bandwidth_gbs: null,
+      download_mbs: (2500 / 8) * 0.5,
+      location: null,
+    });
   });
 
   it("filters GPU RAM in MB: 40 GB excludes every 24 GB card", async () => {
     const offers = await vast.listOffers({ vram_gb: 40 });
     expect(offers.map((o) => o.gpu).sort()).toEqual(["A100 PCIE", "H100 SXM"]);
-    expect(offers.find((o) => o.gpu === "H100 SXM")).toMatchObject({ gpu_count: 2, vram_gb: 163.1, gpu_key: "h100-sxm" });
+    expect(offers.find((o) => o.gpu === "H100 SXM")).toMatchObject({
+      gpu_count: 2,
+      vram_gb: 163.1,
+      gpu_key: "h100-sxm",
+    });
   });
 
   it("matches the gpu filter as a substring, case-insensitive", async () => {
@@ -201,7 +212,14 @@ describe("vast rent", () => {
   });
 
   it("runs a custom command through /bin/sh -c and publishes each requested port", async () => {
-    await rented({ template: "custom", image: "ghcr.io/you/batch:1", cmd: "python run.py && echo done", env: { MODE: "nightly" }, ports: [8000], disk_gb: 120 });
+    await rented({
+      template: "custom",
+      image: "ghcr.io/you/batch:1",
+      cmd: "python run.py && echo done",
+      env: { MODE: "nightly" },
+      ports: [8000],
+      disk_gb: 120,
+    });
     const [body] = bodiesOf("PUT", "/api/v0/asks/");
     expect(body).toMatchObject({
       image: "ghcr.io/you/batch:1",
@@ -226,7 +244,11 @@ describe("vast rent", () => {
   it("rejects with Vast's reason when the credit is too low", async () => {
     const offer = await offerFor();
     fake.credit = 0;
-    expect(await vast.rent(offer, spec())).toEqual({ ok: false, kind: "rejected", error: "insufficient_credit: Your balance is too low" });
+    expect(await vast.rent(offer, spec())).toEqual({
+      ok: false,
+      kind: "rejected",
+      error: "insufficient_credit: Your balance is too low",
+    });
   });
 
   it("destroys the instance that arrives with an error, then reports the error", async () => {
@@ -279,7 +301,11 @@ describe("vast rent", () => {
   it("treats an unknown error inside HTTP 200, and an unreadable 200, as ambiguous (an instance may exist)", async () => {
     const offer = await offerFor();
     fake.inject("create", { kind: "error200" });
-    expect(await vast.rent(offer, spec())).toEqual({ ok: false, kind: "ambiguous", error: "HTTP 200: server_error: Internal error, please try again" });
+    expect(await vast.rent(offer, spec())).toEqual({
+      ok: false,
+      kind: "ambiguous",
+      error: "HTTP 200: server_error: Internal error, please try again",
+    });
     fake.inject("create", { kind: "malformed" }, 1, true);
     expect(await vast.rent(offer, spec())).toMatchObject({ ok: false, kind: "ambiguous" });
   });
@@ -297,7 +323,12 @@ describe("vast rent", () => {
 describe("vast status", () => {
   it("goes from provisioning to loading to running with the random HostPort as the URL", async () => {
     const ref = await rented();
-    expect(await vast.status(ref)).toMatchObject({ state: "booting", access: null, price_per_hour: expect.any(Number), cost: null });
+    expect(await vast.status(ref)).toMatchObject({
+      state: "booting",
+      access: null,
+      price_per_hour: expect.any(Number),
+      cost: null,
+    });
     now += 40_000;
     expect((await vast.status(ref)).state).toBe("booting");
     now += 30_000;
@@ -308,21 +339,31 @@ describe("vast status", () => {
     expect(running.access).toEqual({ urls: [url], ssh: { host: "ssh4.vast.ai", port: expect.any(Number) } });
   });
 
-  it.each(["empty", "null", "absent"] as const)("reads ports %s before running, and trims the IP", async (portsBeforeRunning) => {
-    fake.quirks.portsBeforeRunning = portsBeforeRunning;
-    fake.quirks.ipWhitespace = true;
-    const ref = await rented();
-    expect((await vast.status(ref)).state).toBe("booting");
-    now += 61_000;
-    const running = await vast.status(ref);
-    expect(running.access?.urls).toEqual([fake.ollamaUrl(ref)]);
-    expect(running.access?.urls[0]).toMatch(/^http:\/\/198\.51\.100\.\d+:\d+$/);
-  });
+  it.each(["empty", "null", "absent"] as const)(
+    "reads ports %s before running, and trims the IP",
+    async (portsBeforeRunning) => {
+      fake.quirks.portsBeforeRunning = portsBeforeRunning;
+      fake.quirks.ipWhitespace = true;
+      const ref = await rented();
+      expect((await vast.status(ref)).state).toBe("booting");
+      now += 61_000;
+      const running = await vast.status(ref);
+      expect(running.access?.urls).toEqual([fake.ollamaUrl(ref)]);
+      expect(running.access?.urls[0]).toMatch(/^http:\/\/198\.51\.100\.\d+:\d+$/);
+    },
+  );
 
-  it("reads {\"instances\": null} as gone", async () => {
+  it('reads {"instances": null} as gone', async () => {
     const ref = await rented();
     await vast.terminate(ref);
-    expect(await vast.status(ref)).toEqual({ state: "gone", access: null, cost: null, traffic_cost: null, price_per_hour: null, error: null });
+    expect(await vast.status(ref)).toEqual({
+      state: "gone",
+      access: null,
+      cost: null,
+      traffic_cost: null,
+      price_per_hour: null,
+      error: null,
+    });
   });
 
   it("reads a 404 as gone", async () => {
@@ -352,11 +393,23 @@ describe("vast status", () => {
   });
 
   it("reports an OCI failure in created, and exited/unknown/offline, as exited with Vast's message", async () => {
-    const oci = fake.plant({ label: "gpulease-a", bootMs: 1_000, failStart: "Error response from daemon: OCI runtime create failed: runc create failed" });
-    const dead = fake.plant({ label: "gpulease-b", bootMs: 1_000, failStart: "container exited", failStatus: "exited" });
+    const oci = fake.plant({
+      label: "gpulease-a",
+      bootMs: 1_000,
+      failStart: "Error response from daemon: OCI runtime create failed: runc create failed",
+    });
+    const dead = fake.plant({
+      label: "gpulease-b",
+      bootMs: 1_000,
+      failStart: "container exited",
+      failStatus: "exited",
+    });
     const lost = fake.plant({ label: "gpulease-c", bootMs: 1_000, failStart: "host offline", failStatus: "offline" });
     now += 2_000;
-    expect(await vast.status(oci.id)).toMatchObject({ state: "exited", error: expect.stringContaining("OCI runtime create failed") });
+    expect(await vast.status(oci.id)).toMatchObject({
+      state: "exited",
+      error: expect.stringContaining("OCI runtime create failed"),
+    });
     expect(await vast.status(dead.id)).toMatchObject({ state: "exited", error: "container exited" });
     expect(await vast.status(lost.id)).toMatchObject({ state: "exited", error: "host offline" });
   });
@@ -401,24 +454,30 @@ describe("vast status", () => {
 });
 
 describe("vast terminate", () => {
-  it.each(["no_such_instance_200", "no_such_instance_404", "not_found_404"] as const)("is idempotent when the second destroy says %s", async (destroyGoneAs) => {
-    fake.quirks.destroyGoneAs = destroyGoneAs;
-    const ref = await rented();
-    await vast.terminate(ref);
-    await vast.terminate(ref);
-    expect(fake.requests.filter((r) => r.method === "DELETE")).toHaveLength(2);
-  });
+  it.each(["no_such_instance_200", "no_such_instance_404", "not_found_404"] as const)(
+    "is idempotent when the second destroy says %s",
+    async (destroyGoneAs) => {
+      fake.quirks.destroyGoneAs = destroyGoneAs;
+      const ref = await rented();
+      await vast.terminate(ref);
+      await vast.terminate(ref);
+      expect(fake.requests.filter((r) => r.method === "DELETE")).toHaveLength(2);
+    },
+  );
 
-  it.each(["text", "detail", "json"] as const)("retries a 429 without Retry-After (%s body) with its own backoff", async (rateLimitBody) => {
-    fake.quirks.rateLimits = true;
-    fake.quirks.rateLimitBody = rateLimitBody;
-    const first = fake.plantOrphan("gpulease-1").id;
-    const second = fake.plantOrphan("gpulease-2").id;
-    await vast.terminate(first);
-    await vast.terminate(second);
-    expect(sleeps.length).toBeGreaterThan(0);
-    expect(fake.model.state(second)).toBe("gone");
-  });
+  it.each(["text", "detail", "json"] as const)(
+    "retries a 429 without Retry-After (%s body) with its own backoff",
+    async (rateLimitBody) => {
+      fake.quirks.rateLimits = true;
+      fake.quirks.rateLimitBody = rateLimitBody;
+      const first = fake.plantOrphan("gpulease-1").id;
+      const second = fake.plantOrphan("gpulease-2").id;
+      await vast.terminate(first);
+      await vast.terminate(second);
+      expect(sleeps.length).toBeGreaterThan(0);
+      expect(fake.model.state(second)).toBe("gone");
+    },
+  );
 
   it("gives up with rate_limited when Vast keeps refusing", async () => {
     fake.inject("destroy", { kind: "http", status: 429 }, 20);
@@ -443,7 +502,12 @@ describe("vast own machines", () => {
   it("finds by label with select_filters as URL-encoded JSON", async () => {
     const orphan = fake.plantOrphan("gpulease-orphan");
     fake.plantOrphan("gpulease-other");
-    expect(await vast.findByLabel("gpulease-orphan")).toMatchObject({ ref: orphan.id, label: "gpulease-orphan", price_per_hour: 0.3611, created_at: new Date(T0).toISOString() });
+    expect(await vast.findByLabel("gpulease-orphan")).toMatchObject({
+      ref: orphan.id,
+      label: "gpulease-orphan",
+      price_per_hour: 0.3611,
+      created_at: new Date(T0).toISOString(),
+    });
     const list = fake.requests.find((r) => r.path === "/api/v1/instances/");
     const query = new URL(list!.url).searchParams;
     expect(JSON.parse(query.get("select_filters")!)).toEqual({ label: { eq: "gpulease-orphan" } });
@@ -464,7 +528,7 @@ describe("vast own machines", () => {
     expect(pages[1]?.get("after_token")).toBeTruthy();
   });
 
-  it("reads {\"instances\": null} as an empty listing", async () => {
+  it('reads {"instances": null} as an empty listing', async () => {
     expect(await vast.listOwn("gpulease-", [])).toEqual([]);
   });
 
@@ -492,7 +556,11 @@ describe("vast account and secrets", () => {
 
   it("scrubs keys out of a create error", async () => {
     const offer = await offerFor();
-    fake.inject("create", { kind: "http", status: 500, body: `bad key ${VAST_FAKE_KEY} api_key=${VAST_ECHOED_API_KEY}` });
+    fake.inject("create", {
+      kind: "http",
+      status: 500,
+      body: `bad key ${VAST_FAKE_KEY} api_key=${VAST_ECHOED_API_KEY}`,
+    });
     const result = await vast.rent(offer, spec());
     expect(result).toMatchObject({ ok: false, kind: "ambiguous" });
     expectNoSecret(!result.ok ? result.error : "");
@@ -515,7 +583,11 @@ describe("vast account and secrets", () => {
   });
 
   it("reports a wrong key as an auth error without echoing it", async () => {
-    const wrong = createVastProvider({ apiKey: "vast-wrong-key-000000000000", baseUrl: VAST_FAKE_URL, sleep: async () => {} });
+    const wrong = createVastProvider({
+      apiKey: "vast-wrong-key-000000000000",
+      baseUrl: VAST_FAKE_URL,
+      sleep: async () => {},
+    });
     const error = await providerError(wrong.balance());
     expect(error.kind).toBe("auth");
     expect(error.message).not.toContain("vast-wrong-key-000000000000");

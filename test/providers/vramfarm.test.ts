@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ProviderError } from "../../src/providers/http";
 import type { MachineSpec, Provider, ProviderOffer } from "../../src/providers/types";
 import { createVramfarmProvider } from "../../src/providers/vramfarm";
-import { installFakes, type InstalledFakes } from "../fakes/install";
+import { type InstalledFakes, installFakes } from "../fakes/install";
 import { VRAMFARM_FAKE_TOKEN, VRAMFARM_FAKE_URL, VramfarmFake } from "../fakes/vramfarm";
 import { PROVIDER_SECRETS } from "../helpers";
 
@@ -82,7 +82,11 @@ describe("vramfarm offers", () => {
   it("lists one offer per card and count, at the cheapest price a rent would get, in EUR", async () => {
     const offers = await farm.listOffers({});
     expect(fake.requests[0]?.url).toBe(`${VRAMFARM_FAKE_URL}/offers`);
-    expect(offers.map((o) => o.offer_id).sort()).toEqual(["vramfarm:h100-sxm:1", "vramfarm:rtx-4090:1", "vramfarm:rtx-4090:2"]);
+    expect(offers.map((o) => o.offer_id).sort()).toEqual([
+      "vramfarm:h100-sxm:1",
+      "vramfarm:rtx-4090:1",
+      "vramfarm:rtx-4090:2",
+    ]);
     expect(offers.find((o) => o.offer_id === "vramfarm:rtx-4090:1")).toEqual({
       offer_id: "vramfarm:rtx-4090:1",
       provider: "vramfarm",
@@ -101,7 +105,11 @@ describe("vramfarm offers", () => {
       min_billed_minutes: 15,
       templates: ["custom"],
     });
-    expect(offers.find((o) => o.offer_id === "vramfarm:rtx-4090:2")).toMatchObject({ vram_gb: 48, gpu_count: 2, price_per_hour: 0.96 });
+    expect(offers.find((o) => o.offer_id === "vramfarm:rtx-4090:2")).toMatchObject({
+      vram_gb: 48,
+      gpu_count: 2,
+      price_per_hour: 0.96,
+    });
   });
 
   it("passes a slug and a count to the API and filters a name fragment itself", async () => {
@@ -113,7 +121,9 @@ describe("vramfarm offers", () => {
   });
 
   it("compares its EUR prices with a USD cap through eurUsd", async () => {
-    expect((await farm.listOffers({ gpu: "rtx-4090", gpu_count: 1, max_price_usd: 0.49 })).map((o) => o.price_per_hour)).toEqual([0.45]);
+    expect(
+      (await farm.listOffers({ gpu: "rtx-4090", gpu_count: 1, max_price_usd: 0.49 })).map((o) => o.price_per_hour),
+    ).toEqual([0.45]);
     const dearer = provider({ eurUsd: 1.1 });
     expect(await dearer.listOffers({ gpu: "rtx-4090", gpu_count: 1, max_price_usd: 0.49 })).toEqual([]);
   });
@@ -132,11 +142,28 @@ describe("vramfarm offers", () => {
 describe("vramfarm rent and billing", () => {
   it("rents by card and count, is free while provisioning and bills from running with 15 minutes minimum", async () => {
     const ref = await rented();
-    expect(creates()[0]?.body).toEqual({ gpu: "rtx-4090", count: 1, template: "custom", image: "ghcr.io/you/batch:2026-11-12", cmd: "python /app/run.py", disk: 60 });
-    expect(await farm.status(ref)).toEqual({ state: "booting", access: null, cost: 0, traffic_cost: 0, price_per_hour: 0.45, error: null });
+    expect(creates()[0]?.body).toEqual({
+      gpu: "rtx-4090",
+      count: 1,
+      template: "custom",
+      image: "ghcr.io/you/batch:2026-11-12",
+      cmd: "python /app/run.py",
+      disk: 60,
+    });
+    expect(await farm.status(ref)).toEqual({
+      state: "booting",
+      access: null,
+      cost: 0,
+      traffic_cost: 0,
+      price_per_hour: 0.45,
+      error: null,
+    });
     now += 5 * MINUTE + 2 * MINUTE;
     const early = await farm.status(ref);
-    expect(early).toMatchObject({ state: "running", access: { urls: [], ssh: { host: "203.0.113.7", port: expect.any(Number) } } });
+    expect(early).toMatchObject({
+      state: "running",
+      access: { urls: [], ssh: { host: "203.0.113.7", port: expect.any(Number) } },
+    });
     expect(early.cost).toBeCloseTo(15 * (0.45 / 60), 6);
     now += 18 * MINUTE;
     fake.setTraffic(ref, 0.04);
@@ -147,21 +174,25 @@ describe("vramfarm rent and billing", () => {
 
   it("exports the spec's environment in front of the command, quoted for the shell", async () => {
     await rented({ env: { GPULEASE_CALLBACK_URL: "https://x.test/v1/leases/l/done", NOTE: "it's fine" } });
-    expect((creates()[0]?.body as { cmd: string }).cmd).toBe(
+    expect((creates()[0]!.body as { cmd: string }).cmd).toBe(
       "export GPULEASE_CALLBACK_URL='https://x.test/v1/leases/l/done'\nexport NOTE='it'\\''s fine'\npython /app/run.py",
     );
   });
 
   it("writes the environment to a profile script when there is no command", async () => {
     await rented({ cmd: null, env: { A: "1" } });
-    expect((creates()[0]?.body as { cmd: string }).cmd).toBe("cat > /etc/profile.d/gpulease-env.sh <<'GPULEASE_ENV'\nexport A='1'\nGPULEASE_ENV");
+    expect((creates()[0]!.body as { cmd: string }).cmd).toBe(
+      "cat > /etc/profile.d/gpulease-env.sh <<'GPULEASE_ENV'\nexport A='1'\nGPULEASE_ENV",
+    );
     await rented({ cmd: null, env: {} });
     expect(creates()[1]?.body).not.toHaveProperty("cmd");
   });
 
   it("refuses what VRAMfarm cannot run without asking it", async () => {
     const offer = await offer4090();
-    expect(await farm.rent(offer, spec({ template: "ollama", image: "ollama/ollama:latest", cmd: null }))).toMatchObject({ ok: false, kind: "rejected" });
+    expect(
+      await farm.rent(offer, spec({ template: "ollama", image: "ollama/ollama:latest", cmd: null })),
+    ).toMatchObject({ ok: false, kind: "rejected" });
     expect(await farm.rent(offer, spec({ ports: [8000] }))).toMatchObject({ ok: false, kind: "rejected" });
     expect(await farm.rent(offer, spec({ cmd: "x".repeat(4001) }))).toMatchObject({ ok: false, kind: "rejected" });
     expect(creates()).toHaveLength(0);
@@ -170,16 +201,28 @@ describe("vramfarm rent and billing", () => {
   it("reads 409 no_capacity as no capacity", async () => {
     const offer = await offer4090();
     fake.listings = fake.listings.map((l) => ({ ...l, free: 0 }));
-    expect(await farm.rent(offer, spec())).toEqual({ ok: false, kind: "no_capacity", error: "no_capacity: no rtx-4090 machine is free right now" });
+    expect(await farm.rent(offer, spec())).toEqual({
+      ok: false,
+      kind: "no_capacity",
+      error: "no_capacity: no rtx-4090 machine is free right now",
+    });
   });
 
   it("rejects with the provider's text on 409 server_limit and 402 insufficient_balance", async () => {
     const offer = await offer4090();
     fake.quirks.maxServers = 0;
-    expect(await farm.rent(offer, spec())).toEqual({ ok: false, kind: "rejected", error: "server_limit: at most 0 servers at once" });
+    expect(await farm.rent(offer, spec())).toEqual({
+      ok: false,
+      kind: "rejected",
+      error: "server_limit: at most 0 servers at once",
+    });
     fake.quirks.maxServers = 4;
     fake.balanceEur = 0;
-    expect(await farm.rent(offer, spec())).toEqual({ ok: false, kind: "rejected", error: "insufficient_balance: balance too low" });
+    expect(await farm.rent(offer, spec())).toEqual({
+      ok: false,
+      kind: "rejected",
+      error: "insufficient_balance: balance too low",
+    });
   });
 
   it("matches a create whose answer was lost to the one new server of that card and image", async () => {
@@ -189,7 +232,9 @@ describe("vramfarm rent and billing", () => {
     fake.inject("create", { kind: "hang" }, 1, true);
     const result = await farm.rent(offer, spec());
     expect(result).toMatchObject({ ok: true });
-    const made = [...fake.model.machines.values()].find((m) => (m.meta as { image?: string }).image === "ghcr.io/you/batch:2026-11-12");
+    const made = [...fake.model.machines.values()].find(
+      (m) => (m.meta as { image?: string }).image === "ghcr.io/you/batch:2026-11-12",
+    );
     expect(result.ok && result.ref).toBe(made?.id);
   });
 
@@ -248,7 +293,13 @@ describe("vramfarm status and stop", () => {
   it("throws on a failed read instead of guessing", async () => {
     const ref = await rented();
     farm = provider({ timeoutMs: 100 });
-    for (const fault of [{ kind: "http", status: 500 }, { kind: "malformed" }, { kind: "empty" }, { kind: "error200" }, { kind: "hang" }] as const) {
+    for (const fault of [
+      { kind: "http", status: 500 },
+      { kind: "malformed" },
+      { kind: "empty" },
+      { kind: "error200" },
+      { kind: "hang" },
+    ] as const) {
       fake.inject("show", fault, 10);
       await providerError(farm.status(ref));
       fake.faults.show = [];
@@ -311,7 +362,9 @@ describe("vramfarm own machines and account", () => {
       ]),
     );
     expect(own.map((m) => m.ref)).not.toContain(stranger.id);
-    const listed = fake.requests.filter((r) => r.method === "GET" && r.path === "/instances").map((r) => new URL(r.url).searchParams.get("status"));
+    const listed = fake.requests
+      .filter((r) => r.method === "GET" && r.path === "/instances")
+      .map((r) => new URL(r.url).searchParams.get("status"));
     expect(listed).toEqual(expect.arrayContaining(["running", "provisioning"]));
   });
 
@@ -333,13 +386,20 @@ describe("vramfarm own machines and account", () => {
     const before = new Date(now - 1000).toISOString();
     const ref = await rented();
     await providerError(farm.findByLabel("gpulease-lse01"));
-    const hint = { createdAfter: before, offerId: "vramfarm:rtx-4090:1", image: "ghcr.io/you/batch:2026-11-12", knownRefs: [] as string[] };
+    const hint = {
+      createdAfter: before,
+      offerId: "vramfarm:rtx-4090:1",
+      image: "ghcr.io/you/batch:2026-11-12",
+      knownRefs: [] as string[],
+    };
     expect(await farm.findByLabel("gpulease-lse01", hint)).toMatchObject({ ref, label: null });
     // Known to the ledger (another lease's), another card, another image, or older than the lease: not ours.
     expect(await farm.findByLabel("gpulease-lse01", { ...hint, knownRefs: [ref] })).toBeNull();
     expect(await farm.findByLabel("gpulease-lse01", { ...hint, offerId: "vramfarm:a100-pcie-80gb:1" })).toBeNull();
     expect(await farm.findByLabel("gpulease-lse01", { ...hint, image: "other:1" })).toBeNull();
-    expect(await farm.findByLabel("gpulease-lse01", { ...hint, createdAfter: new Date(now + 10 * MINUTE).toISOString() })).toBeNull();
+    expect(
+      await farm.findByLabel("gpulease-lse01", { ...hint, createdAfter: new Date(now + 10 * MINUTE).toISOString() }),
+    ).toBeNull();
     // Two candidates: cannot tell which one is ours.
     await rented();
     await providerError(farm.findByLabel("gpulease-lse01", hint));

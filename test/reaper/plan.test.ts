@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import type { LeaseRow } from "../../src/leases/ledger";
 import { newId } from "../../src/lib/ids";
-import { diffListing, leaseIdFromLabel, overdue } from "../../src/reaper/plan";
 import type { OwnMachine } from "../../src/providers/types";
+import { diffListing, leaseIdFromLabel, overdue } from "../../src/reaper/plan";
 
 const ID = newId("lse", Date.parse("2031-03-01T11:00:00Z"));
 const now = Date.parse("2031-03-01T12:00:00Z");
@@ -14,13 +14,49 @@ function machine(over: Partial<OwnMachine>): OwnMachine {
 
 function lease(over: Partial<LeaseRow>): LeaseRow {
   return {
-    id: ID, name: null, status: "running", provider: "runpod", provider_ref: "m1", label: `gpulease-${ID}`,
-    offer_id: null, gpu: null, gpu_count: 1, vram_gb: 24, price_per_hour: 1, currency: "USD", template: "custom",
-    spec: { image: "x", cmd: null, env: {}, ports: [], disk_gb: 40, weights_gb: 0, context_length: null, min_billed_minutes: 0 },
-    max_minutes: 60, max_cost: null, expected_cost: null, cost: 0, access: null, error: null, stop_reason: null,
-    exit_code: null, schedule_id: null, token_id: null, idempotency_key: null, callback_hash: null, attempts: null,
-    created_at: ago(30), rented_at: ago(30), running_at: ago(29), stop_requested_at: null,
-    stopped_at: null, teardown_verified_at: null, ...over,
+    id: ID,
+    name: null,
+    status: "running",
+    provider: "runpod",
+    provider_ref: "m1",
+    label: `gpulease-${ID}`,
+    offer_id: null,
+    gpu: null,
+    gpu_count: 1,
+    vram_gb: 24,
+    price_per_hour: 1,
+    currency: "USD",
+    template: "custom",
+    spec: {
+      image: "x",
+      cmd: null,
+      env: {},
+      ports: [],
+      disk_gb: 40,
+      weights_gb: 0,
+      context_length: null,
+      min_billed_minutes: 0,
+    },
+    max_minutes: 60,
+    max_cost: null,
+    expected_cost: null,
+    cost: 0,
+    access: null,
+    error: null,
+    stop_reason: null,
+    exit_code: null,
+    schedule_id: null,
+    token_id: null,
+    idempotency_key: null,
+    callback_hash: null,
+    attempts: null,
+    created_at: ago(30),
+    rented_at: ago(30),
+    running_at: ago(29),
+    stop_requested_at: null,
+    stopped_at: null,
+    teardown_verified_at: null,
+    ...over,
   };
 }
 
@@ -57,7 +93,9 @@ describe("diffListing", () => {
   });
 
   it("reopens a stopped lease whose machine is listed, after the grace period", () => {
-    expect(diff([machine({})], [lease({ status: "stopped", stopped_at: ago(60) })]).actions).toMatchObject([{ kind: "reopen" }]);
+    expect(diff([machine({})], [lease({ status: "stopped", stopped_at: ago(60) })]).actions).toMatchObject([
+      { kind: "reopen" },
+    ]);
     expect(diff([machine({})], [lease({ status: "stopped", stopped_at: ago(1) })]).actions).toEqual([]);
   });
 
@@ -81,7 +119,9 @@ describe("overdue", () => {
   it("finds leases past their caps", () => {
     expect(overdue(lease({ running_at: ago(70), max_minutes: 60 }), settings)).toMatchObject({ reason: "max_minutes" });
     expect(overdue(lease({ running_at: ago(62), max_minutes: 60 }), settings)).toBeNull();
-    expect(overdue(lease({ status: "provisioning", running_at: null, created_at: ago(30) }), settings)).toMatchObject({ reason: "start_timeout" });
+    expect(overdue(lease({ status: "provisioning", running_at: null, created_at: ago(30) }), settings)).toMatchObject({
+      reason: "start_timeout",
+    });
     expect(overdue(lease({ max_cost: 1 }), { ...settings, spentUsd: () => 2 })).toMatchObject({ reason: "max_cost" });
     expect(overdue(lease({ status: "stopping", running_at: ago(500) }), settings)).toBeNull();
   });

@@ -4,12 +4,24 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Lease } from "../../src/leases/schema";
 import { newId } from "../../src/lib/ids";
 import type { ReaperRun } from "../../src/reaper/runs";
-import { api, PROVIDER_SECRETS } from "../helpers";
-import { installFakes, type InstalledFakes } from "../fakes/install";
+import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RunpodFake } from "../fakes/runpod";
 import { VastFake } from "../fakes/vast";
 import { VramfarmFake } from "../fakes/vramfarm";
-import { alarmAt, clock, drainLeases, driveUntil, envWith, fireCron, getLease, resetSim, sim, simLease, useFakeClock } from "../schedules/support";
+import { api, PROVIDER_SECRETS } from "../helpers";
+import {
+  alarmAt,
+  clock,
+  drainLeases,
+  driveUntil,
+  envWith,
+  fireCron,
+  getLease,
+  resetSim,
+  sim,
+  simLease,
+  useFakeClock,
+} from "../schedules/support";
 
 const REAPER = "*/10 * * * *";
 const GRACE_S = 15 * 60;
@@ -98,7 +110,8 @@ describe("orphans", () => {
       expect(lease.cost).toBeGreaterThan(0);
       const stopped = await driveUntil(leaseId, "stopped");
       expect(stopped.teardown_verified_at).not.toBeNull();
-      const events = ((await (await api(`/v1/leases/${leaseId}/events`)).json()) as { events: { kind: string }[] }).events;
+      const events = ((await (await api(`/v1/leases/${leaseId}/events`)).json()) as { events: { kind: string }[] })
+        .events;
       expect(events.map((e) => e.kind)).toContain("reaper_adopt");
     }
     expect(runpodPodGone(podOrphan)).toBe(true);
@@ -123,7 +136,9 @@ describe("orphans", () => {
     expect(runpodEntry).toMatchObject({ listed: null });
     expect(runpodEntry?.error).toBeTruthy();
     expect(run.actions.filter((a) => a.provider === "runpod")).toEqual([]);
-    expect(run.actions).toContainEqual(expect.objectContaining({ kind: "adopt", provider: "vast", lease_id: vastOrphanId }));
+    expect(run.actions).toContainEqual(
+      expect.objectContaining({ kind: "adopt", provider: "vast", lease_id: vastOrphanId }),
+    );
     expect((await api(`/v1/leases/${podOrphanId}`)).status).toBe(404);
     expect(runpodPodGone(podOrphan)).toBe(false);
     expect(runpod.calls("terminate")).toHaveLength(0);
@@ -151,7 +166,13 @@ describe("orphans", () => {
     const run = await reap({ REAPER_MODE: "report" });
     expect(run.mode).toBe("report");
     expect(run.actions).toEqual([
-      expect.objectContaining({ kind: "adopt", provider: "runpod", provider_ref: podOrphan, lease_id: podOrphanId, outcome: "reported" }),
+      expect.objectContaining({
+        kind: "adopt",
+        provider: "runpod",
+        provider_ref: podOrphan,
+        lease_id: podOrphanId,
+        outcome: "reported",
+      }),
     ]);
     expect(run.actions[0]!.detail).toMatch(/^would: /);
     expect((await api(`/v1/leases/${podOrphanId}`)).status).toBe(404);
@@ -188,17 +209,28 @@ describe("the ledger's side", () => {
          created_at, rented_at, running_at, stopped_at, teardown_verified_at)
        VALUES (?, 'stopped', 'vramfarm', ?, ?, 'custom', ?, 60, 'EUR', 'requested', ?, ?, ?, ?, ?)`,
     )
-      .bind(leaseId, String(known), label(leaseId), JSON.stringify({ image: "x", cmd: null, env: {}, ports: [], disk_gb: 40, weights_gb: 0, context_length: null }), stoppedAt, stoppedAt, stoppedAt, stoppedAt, stoppedAt)
+      .bind(
+        leaseId,
+        String(known),
+        label(leaseId),
+        JSON.stringify({ image: "x", cmd: null, env: {}, ports: [], disk_gb: 40, weights_gb: 0, context_length: null }),
+        stoppedAt,
+        stoppedAt,
+        stoppedAt,
+        stoppedAt,
+        stoppedAt,
+      )
       .run();
 
     const run = await reap();
     expect(run.providers.find((p) => p.provider === "vramfarm")).toMatchObject({ listed: 1, error: null });
-    expect(run.actions).toContainEqual(expect.objectContaining({ kind: "reopen", provider: "vramfarm", lease_id: leaseId }));
+    expect(run.actions).toContainEqual(
+      expect.objectContaining({ kind: "reopen", provider: "vramfarm", lease_id: leaseId }),
+    );
     await driveUntil(leaseId, "stopped");
     expect(vramfarm.model.get(String(known)) && vramfarm.model.state(String(known)) !== "gone").toBeFalsy();
     expect(vramfarm.model.state(String(strangers))).not.toBe("gone");
   });
-
 
   it("adopts and tears down a second machine under a stopped lease's label, leaving that lease's record alone", async () => {
     const lease = await rentSim();
@@ -214,12 +246,18 @@ describe("the ledger's side", () => {
     expect(adopt?.lease_id).not.toBe(lease.id);
     expect(await getLease(lease.id)).toMatchObject({ status: "stopped", provider_ref: stoppedBefore.provider_ref });
     const stopped = await driveUntil(adopt!.lease_id!, "stopped");
-    expect(stopped).toMatchObject({ provider_ref: ghost.ref, stop_reason: "reaper", label: `${lease.label}~${ghost.ref}` });
+    expect(stopped).toMatchObject({
+      provider_ref: ghost.ref,
+      stop_reason: "reaper",
+      label: `${lease.label}~${ghost.ref}`,
+    });
     const view = await sim().status(ghost.ref);
     expect(view.ok && view.value).toBeNull();
     // The next run sees the same duplicate lingering at most, and adopts nothing twice.
     const again = await reap();
-    expect(again.actions.filter((a) => a.kind === "adopt" && a.outcome === "done" && !a.detail.includes("already"))).toEqual([]);
+    expect(
+      again.actions.filter((a) => a.kind === "adopt" && a.outcome === "done" && !a.detail.includes("already")),
+    ).toEqual([]);
   });
 
   it("hands an active lease whose machine is not listed to its keeper", async () => {
@@ -244,7 +282,9 @@ describe("the ledger's side", () => {
     await runInDurableObject(env.LEASE_KEEPER.getByName(lease.id), (_instance, state) => state.storage.deleteAlarm());
     clock.advance(15 * 60);
     const run = await reap();
-    expect(run.actions).toContainEqual(expect.objectContaining({ kind: "stop_overdue", lease_id: lease.id, outcome: "done" }));
+    expect(run.actions).toContainEqual(
+      expect.objectContaining({ kind: "stop_overdue", lease_id: lease.id, outcome: "done" }),
+    );
     expect(await getLease(lease.id)).toMatchObject({ status: "stopping", stop_reason: "max_minutes" });
   });
 });
@@ -282,7 +322,10 @@ describe("POST /v1/leases/stop-all", () => {
   });
 
   it("needs the admin scope", async () => {
-    const created = await api("/v1/tokens", { method: "POST", json: { name: "ops", scopes: ["read", "rent", "stop"] } });
+    const created = await api("/v1/tokens", {
+      method: "POST",
+      json: { name: "ops", scopes: ["read", "rent", "stop"] },
+    });
     const { token } = (await created.json()) as { token: string };
     const res = await api("/v1/leases/stop-all", { method: "POST", token });
     expect(res.status).toBe(403);

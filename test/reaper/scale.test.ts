@@ -4,7 +4,7 @@ import { loadConfig } from "../../src/config";
 import { newId } from "../../src/lib/ids";
 import { runReaper } from "../../src/reaper/reaper";
 import { createServices } from "../../src/services";
-import { installFakes, type InstalledFakes } from "../fakes/install";
+import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RunpodFake } from "../fakes/runpod";
 import { VastFake } from "../fakes/vast";
 import { VramfarmFake } from "../fakes/vramfarm";
@@ -60,14 +60,25 @@ async function seedStoppedLeases(count: number, now: number): Promise<void> {
         `INSERT INTO leases (id, status, provider, provider_ref, label, template, spec, max_minutes, price_per_hour, currency,
            cost, stop_reason, created_at, rented_at, stopped_at, teardown_verified_at)
          VALUES (?, 'stopped', ?, ?, ?, 'custom', ?, 60, 0.5, 'USD', 0.5, 'requested', ?, ?, ?, ?)`,
-      ).bind(id, providers[i % 3], `ref-${i}`, `gpulease-${id}`, JSON.stringify({ image: "x", cmd: null, env: {}, ports: [], disk_gb: 40, weights_gb: 0, context_length: null }), at, at, at, at),
+      ).bind(
+        id,
+        providers[i % 3],
+        `ref-${i}`,
+        `gpulease-${id}`,
+        JSON.stringify({ image: "x", cmd: null, env: {}, ports: [], disk_gb: 40, weights_gb: 0, context_length: null }),
+        at,
+        at,
+        at,
+        at,
+      ),
     );
   }
   for (let i = 0; i < statements.length; i += 100) await env.DB.batch(statements.slice(i, i + 100));
 }
 
 let fakes: InstalledFakes;
-const figures: { rows: number; providerCalls: number; d1Trips: number; keeperCalls: number; subrequests: number }[] = [];
+const figures: { rows: number; providerCalls: number; d1Trips: number; keeperCalls: number; subrequests: number }[] =
+  [];
 
 beforeAll(() => {
   useFakeClock(Date.parse("2031-07-01T00:00:00Z"));
@@ -75,7 +86,7 @@ beforeAll(() => {
 
 afterAll(() => {
   fakes?.restore();
-  console.log("reaper per run, by lease rows in the ledger:\n" + figures.map((f) => JSON.stringify(f)).join("\n"));
+  console.log(`reaper per run, by lease rows in the ledger:\n${figures.map((f) => JSON.stringify(f)).join("\n")}`);
 });
 
 describe("the reaper's cost does not grow with the ledger", () => {

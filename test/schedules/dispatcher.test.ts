@@ -56,13 +56,24 @@ describe("exactly one lease per schedule and due time", () => {
 
     const leases = await leasesOfSchedule(schedule.id);
     expect(leases).toHaveLength(1);
-    expect(leases[0]).toMatchObject({ status: "provisioning", provider: "sim", schedule_id: schedule.id, name: "nightly" });
+    expect(leases[0]).toMatchObject({
+      status: "provisioning",
+      provider: "sim",
+      schedule_id: schedule.id,
+      name: "nightly",
+    });
     // The expected cost is recorded with the lease: 0.69 USD/h × 60 min.
     expect(leases[0]!.expected_cost).toBeCloseTo(0.69, 6);
     const after = await getSchedule(schedule.id);
-    expect(after).toMatchObject({ last_lease_id: leases[0]!.id, next_run_at: "2031-03-02T02:00:00.000Z", last_skip: null });
+    expect(after).toMatchObject({
+      last_lease_id: leases[0]!.id,
+      next_run_at: "2031-03-02T02:00:00.000Z",
+      last_skip: null,
+    });
     expect(after.last_run_at).not.toBeNull();
-    expect(await runs(schedule.id)).toMatchObject([{ due_at: "2031-03-01T02:00:00.000Z", status: "started", lease_id: leases[0]!.id, attempts: 1 }]);
+    expect(await runs(schedule.id)).toMatchObject([
+      { due_at: "2031-03-01T02:00:00.000Z", status: "started", lease_id: leases[0]!.id, attempts: 1 },
+    ]);
   });
 
   it("starts one lease when two dispatcher invocations overlap", async () => {
@@ -97,7 +108,9 @@ describe("daylight saving in Europe/Berlin", () => {
 
     const leases = await leasesOfSchedule(schedule.id);
     expect(leases).toHaveLength(1);
-    expect((await runs(schedule.id)).map((r) => [r.due_at, r.status])).toEqual([["2031-03-30T01:00:00.000Z", "started"]]);
+    expect((await runs(schedule.id)).map((r) => [r.due_at, r.status])).toEqual([
+      ["2031-03-30T01:00:00.000Z", "started"],
+    ]);
     // The next day 02:30 exists again, in summer time.
     expect((await getSchedule(schedule.id)).next_run_at).toBe("2031-03-31T00:30:00.000Z");
   });
@@ -111,7 +124,9 @@ describe("daylight saving in Europe/Berlin", () => {
     await tickEveryMinute(at("2031-10-26T00:25:00Z"), at("2031-10-26T01:35:00Z"));
 
     expect(await leasesOfSchedule(schedule.id)).toHaveLength(1);
-    expect((await runs(schedule.id)).map((r) => [r.due_at, r.status])).toEqual([["2031-10-26T00:30:00.000Z", "started"]]);
+    expect((await runs(schedule.id)).map((r) => [r.due_at, r.status])).toEqual([
+      ["2031-10-26T00:30:00.000Z", "started"],
+    ]);
     // Monday 02:30 CET.
     expect((await getSchedule(schedule.id)).next_run_at).toBe("2031-10-27T01:30:00.000Z");
   });
@@ -165,7 +180,8 @@ describe("runs that cannot start", () => {
     const after = await getSchedule(schedule.id);
     expect(after.last_skip).toMatchObject({ due_at: "2031-03-01T00:20:00.000Z", status: "skipped" });
     expect(after.last_skip?.detail).toContain(leases[0]!.id);
-    const events = ((await (await api(`/v1/leases/${leases[0]!.id}/events`)).json()) as { events: { kind: string }[] }).events;
+    const events = ((await (await api(`/v1/leases/${leases[0]!.id}/events`)).json()) as { events: { kind: string }[] })
+      .events;
     expect(events.map((e) => e.kind)).toContain("schedule_run_skipped");
   });
 
@@ -215,11 +231,17 @@ describe("runs that cannot start", () => {
 describe("run now", () => {
   it("starts one lease at once and records it as the schedule's last run", async () => {
     const schedule = await createSchedule({ cron: "0 2 * * *" });
-    const res = await api(`/v1/schedules/${schedule.id}/run`, { method: "POST", headers: { "Idempotency-Key": "run-now-1" } });
+    const res = await api(`/v1/schedules/${schedule.id}/run`, {
+      method: "POST",
+      headers: { "Idempotency-Key": "run-now-1" },
+    });
     expect(res.status).toBe(202);
     const lease = (await res.json()) as Lease;
     expect(lease).toMatchObject({ schedule_id: schedule.id, status: "provisioning", provider: "sim" });
-    const again = await api(`/v1/schedules/${schedule.id}/run`, { method: "POST", headers: { "Idempotency-Key": "run-now-1" } });
+    const again = await api(`/v1/schedules/${schedule.id}/run`, {
+      method: "POST",
+      headers: { "Idempotency-Key": "run-now-1" },
+    });
     expect(again.status).toBe(200);
     expect(((await again.json()) as Lease).id).toBe(lease.id);
     expect((await getSchedule(schedule.id)).last_lease_id).toBe(lease.id);

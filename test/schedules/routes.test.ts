@@ -79,14 +79,21 @@ describe("schedule CRUD", () => {
     // The sim's 4090 at 0.69 USD/h for 60 minutes.
     expect(read.expected_cost).toMatchObject({ provider: "sim", amount_usd: 0.69 });
 
-    const patched = await api(`/v1/schedules/${schedule.id}`, { method: "PATCH", json: { cron: "15 3 * * *", timezone: "America/New_York" } });
+    const patched = await api(`/v1/schedules/${schedule.id}`, {
+      method: "PATCH",
+      json: { cron: "15 3 * * *", timezone: "America/New_York" },
+    });
     expect(patched.status).toBe(200);
     // 03:15 in New York on 1 March (EST, UTC-5)
     expect(((await patched.json()) as Schedule).next_run_at).toBe("2031-03-01T08:15:00.000Z");
 
-    const disabled = (await (await api(`/v1/schedules/${schedule.id}`, { method: "PATCH", json: { enabled: false } })).json()) as Schedule;
+    const disabled = (await (
+      await api(`/v1/schedules/${schedule.id}`, { method: "PATCH", json: { enabled: false } })
+    ).json()) as Schedule;
     expect(disabled).toMatchObject({ enabled: false, next_run_at: null });
-    const enabled = (await (await api(`/v1/schedules/${schedule.id}`, { method: "PATCH", json: { enabled: true } })).json()) as Schedule;
+    const enabled = (await (
+      await api(`/v1/schedules/${schedule.id}`, { method: "PATCH", json: { enabled: true } })
+    ).json()) as Schedule;
     expect(enabled.next_run_at).toBe("2031-03-01T08:15:00.000Z");
 
     const badPatch = await api(`/v1/schedules/${schedule.id}`, { method: "PATCH", json: { timezone: "Nowhere/Land" } });
@@ -107,7 +114,9 @@ describe("schedule CRUD", () => {
     const schedule = await createOk({ cron: "*/15 * * * *" });
     expect(schedule.next_run_at).toBe("2031-03-01T00:15:00.000Z");
     clock.set(Date.parse("2031-03-01T00:20:00Z"));
-    const patched = (await (await api(`/v1/schedules/${schedule.id}`, { method: "PATCH", json: { cron: "*/10 * * * *" } })).json()) as Schedule;
+    const patched = (await (
+      await api(`/v1/schedules/${schedule.id}`, { method: "PATCH", json: { cron: "*/10 * * * *" } })
+    ).json()) as Schedule;
     expect(patched.next_run_at).toBe("2031-03-01T00:30:00.000Z");
   });
 });

@@ -1,8 +1,14 @@
-import { createExecutionContext, createScheduledController, runDurableObjectAlarm, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import {
+  createExecutionContext,
+  createScheduledController,
+  runDurableObjectAlarm,
+  runInDurableObject,
+  waitOnExecutionContext,
+} from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { expect, vi } from "vitest";
-import type { Lease } from "../../src/leases/schema";
 import worker from "../../src/index";
+import type { Lease } from "../../src/leases/schema";
 import { simCloud } from "../../src/sim/cloud";
 import { api } from "../helpers";
 
@@ -29,7 +35,11 @@ export function envWith(vars: Partial<Record<keyof Env, string>>): Env {
 }
 
 /** Fires a cron through the worker's scheduled handler, as Cloudflare would. */
-export async function fireCron(cron: "* * * * *" | "*/10 * * * *", scheduledTime: number, withEnv: Env = env): Promise<void> {
+export async function fireCron(
+  cron: "* * * * *" | "*/10 * * * *",
+  scheduledTime: number,
+  withEnv: Env = env,
+): Promise<void> {
   const controller = createScheduledController({ scheduledTime: new Date(scheduledTime), cron });
   const ctx = createExecutionContext();
   await worker.scheduled(controller, withEnv, ctx);
@@ -37,7 +47,11 @@ export async function fireCron(cron: "* * * * *" | "*/10 * * * *", scheduledTime
 }
 
 /** An HTTP request through the worker's fetch handler with an overridden env. */
-export async function fetchWith(withEnv: Env, path: string, init: RequestInit & { json?: unknown } = {}): Promise<Response> {
+export async function fetchWith(
+  withEnv: Env,
+  path: string,
+  init: RequestInit & { json?: unknown } = {},
+): Promise<Response> {
   const headers = new Headers(init.headers);
   headers.set("Authorization", "Bearer test-admin-token-0123456789");
   let body = init.body;
@@ -46,7 +60,14 @@ export async function fetchWith(withEnv: Env, path: string, init: RequestInit & 
     body = JSON.stringify(init.json);
   }
   const ctx = createExecutionContext();
-  const res = await worker.fetch(new Request(`http://gpulease.test${path}`, { ...init, headers, body }) as Request<unknown, IncomingRequestCfProperties>, withEnv, ctx);
+  const res = await worker.fetch(
+    new Request(`http://gpulease.test${path}`, { ...init, headers, body }) as Request<
+      unknown,
+      IncomingRequestCfProperties
+    >,
+    withEnv,
+    ctx,
+  );
   await waitOnExecutionContext(ctx);
   return res;
 }

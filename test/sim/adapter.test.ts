@@ -1,5 +1,5 @@
-import { env } from "cloudflare:workers";
 import { runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ProviderError } from "../../src/providers/http";
 import { createSimProvider } from "../../src/providers/sim";
@@ -69,7 +69,13 @@ describe("offers", () => {
     expect(offers.length).toBeGreaterThan(4);
     for (const o of offers) {
       expect(o.offer_id).toBe(`sim:${o.gpu_key}:${o.gpu_count}`);
-      expect(o).toMatchObject({ provider: "sim", currency: "USD", templates: ["ollama", "custom"], min_billed_minutes: 0, bandwidth_gbs: null });
+      expect(o).toMatchObject({
+        provider: "sim",
+        currency: "USD",
+        templates: ["ollama", "custom"],
+        min_billed_minutes: 0,
+        bandwidth_gbs: null,
+      });
     }
     const h100x2 = offers.find((o) => o.offer_id === "sim:h100-sxm:2");
     expect(h100x2).toMatchObject({ gpu: "H100 SXM", vram_gb: 160, price_per_hour: 5.98 });
@@ -124,7 +130,11 @@ describe("machine lifecycle", () => {
 
     advance(1);
     const running = await sim.status(ref);
-    expect(running).toMatchObject({ state: "running", access: { urls: [`sim://${ref}:11434`], ssh: null }, price_per_hour: 0.69 });
+    expect(running).toMatchObject({
+      state: "running",
+      access: { urls: [`sim://${ref}:11434`], ssh: null },
+      price_per_hour: 0.69,
+    });
     expect(await sim.ollamaReady(ref, running)).toBe(false);
     advance(10);
     expect(await sim.ollamaReady(ref, running)).toBe(true);
@@ -179,8 +189,14 @@ describe("machine lifecycle", () => {
 
   it("rejects an offer id that is not the sim's", async () => {
     const o = await offer("4090");
-    expect(await sim.rent({ ...o, offer_id: "runpod:SECURE:NVIDIA GeForce RTX 4090" }, spec("x"))).toMatchObject({ ok: false, kind: "rejected" });
-    expect(await sim.rent({ ...o, offer_id: "sim:rtx-4090:3" }, spec("x"))).toMatchObject({ ok: false, kind: "rejected" });
+    expect(await sim.rent({ ...o, offer_id: "runpod:SECURE:NVIDIA GeForce RTX 4090" }, spec("x"))).toMatchObject({
+      ok: false,
+      kind: "rejected",
+    });
+    expect(await sim.rent({ ...o, offer_id: "sim:rtx-4090:3" }, spec("x"))).toMatchObject({
+      ok: false,
+      kind: "rejected",
+    });
   });
 
   it("the balance starts at the credit and falls with what machines cost", async () => {
@@ -202,7 +218,12 @@ describe("labels", () => {
     await cloud().plant({ label: "someone-else-1" });
     await cloud().plant({ label: null });
 
-    expect(await sim.findByLabel("gpulease-lse_label1")).toMatchObject({ ref, label: "gpulease-lse_label1", state: "booting", price_per_hour: 0.69 });
+    expect(await sim.findByLabel("gpulease-lse_label1")).toMatchObject({
+      ref,
+      label: "gpulease-lse_label1",
+      state: "booting",
+      price_per_hour: 0.69,
+    });
     expect(await sim.findByLabel("gpulease-lse_nope")).toBeNull();
 
     const own = await sim.listOwn("gpulease-", []);
@@ -237,7 +258,11 @@ describe("faults", () => {
   it("no_capacity for every type, or for one GPU type; offers stay listed", async () => {
     await cloud().configure({ faults: { no_capacity: ["h100-sxm"] } });
     const h100 = await offer("h100");
-    expect(await sim.rent(h100, spec("gpulease-a"))).toEqual({ ok: false, kind: "no_capacity", error: expect.stringContaining("no longer any instances available") });
+    expect(await sim.rent(h100, spec("gpulease-a"))).toEqual({
+      ok: false,
+      kind: "no_capacity",
+      error: expect.stringContaining("no longer any instances available"),
+    });
     expect((await sim.rent(await offer("4090"), spec("gpulease-b"))).ok).toBe(true);
 
     await cloud().configure({ faults: { no_capacity: true } });
@@ -259,7 +284,11 @@ describe("faults", () => {
     await cloud().configure({ faults: { fail_start: "OCI runtime create failed: exec: python: not found" } });
     const ref = await rent("gpulease-lse_fail", "4090", "custom");
     advance(20);
-    expect(await sim.status(ref)).toMatchObject({ state: "exited", access: null, error: "OCI runtime create failed: exec: python: not found" });
+    expect(await sim.status(ref)).toMatchObject({
+      state: "exited",
+      access: null,
+      error: "OCI runtime create failed: exec: python: not found",
+    });
     expect(await sim.ollamaReady(ref, await sim.status(ref))).toBe(false);
   });
 
@@ -313,6 +342,8 @@ describe("the object's storage", () => {
     advance(5);
     const restored = await runInDurableObject(cloud(), (_instance, state) => new SimCloud(state, env).describe());
     expect(restored.settings).toMatchObject({ bootSeconds: 5, faults: { ignore_terminates: 1 } });
-    expect(restored.machines).toEqual([expect.objectContaining({ ref, label: "gpulease-lse_persist", shown: "running", ignore_terminates: 1 })]);
+    expect(restored.machines).toEqual([
+      expect.objectContaining({ ref, label: "gpulease-lse_persist", shown: "running", ignore_terminates: 1 }),
+    ]);
   });
 });

@@ -12,7 +12,13 @@ interface SimMachineBody {
   created_at: string;
 }
 interface SimStateBody {
-  config: { boot_seconds: number; linger_seconds: number; ready_seconds: number; credit_usd: number; faults: Record<string, unknown> };
+  config: {
+    boot_seconds: number;
+    linger_seconds: number;
+    ready_seconds: number;
+    credit_usd: number;
+    faults: Record<string, unknown>;
+  };
   balance_usd: number;
   machines: SimMachineBody[];
 }
@@ -82,7 +88,10 @@ describe("GET /v1/sim and PUT /v1/sim/config", () => {
       expect(res.status, JSON.stringify(body)).toBe(400);
       const error = await errorBody(res);
       expect(error.code).toBe("invalid_request");
-      expect(error.issues?.some((i) => i.path.startsWith(path)), JSON.stringify(error.issues)).toBe(true);
+      expect(
+        error.issues?.some((i) => i.path.startsWith(path)),
+        JSON.stringify(error.issues),
+      ).toBe(true);
     }
     expect((await state()).config.boot_seconds).toBe(20); // nothing applied
   });
@@ -105,7 +114,9 @@ describe("planted machines", () => {
   });
 
   it("makes a machine exit on its own", async () => {
-    const { machine } = (await (await plant({ label: "gpulease-lse_dies", age_seconds: 60 })).json()) as { machine: SimMachineBody };
+    const { machine } = (await (await plant({ label: "gpulease-lse_dies", age_seconds: 60 })).json()) as {
+      machine: SimMachineBody;
+    };
     const res = await api(`/v1/sim/machines/${machine.ref}/exit`, { method: "POST", json: { reason: "host lost" } });
     expect(res.status).toBe(200);
     expect((await state()).machines[0]).toMatchObject({ ref: machine.ref, state: "exited", shown: "exited" });
@@ -129,10 +140,17 @@ describe("planted machines", () => {
 
 describe("access", () => {
   it("answers 403 to a token without the admin scope", async () => {
-    const created = await api("/v1/tokens", { method: "POST", json: { name: "ops", scopes: ["read", "rent", "stop"] } });
+    const created = await api("/v1/tokens", {
+      method: "POST",
+      json: { name: "ops", scopes: ["read", "rent", "stop"] },
+    });
     expect(created.status).toBe(201);
     const { token } = (await created.json()) as { token: string };
-    for (const [path, method] of [["/v1/sim", "GET"], ["/v1/sim/config", "PUT"], ["/v1/sim/reset", "POST"]] as const) {
+    for (const [path, method] of [
+      ["/v1/sim", "GET"],
+      ["/v1/sim/config", "PUT"],
+      ["/v1/sim/reset", "POST"],
+    ] as const) {
       const res = await api(path, { method, token, json: method === "PUT" ? { boot_seconds: 1 } : undefined });
       expect(res.status, `${method} ${path}`).toBe(403);
       expect((await errorBody(res)).code).toBe("forbidden");
@@ -147,19 +165,33 @@ describe("access", () => {
   it("answers 404 when the sim is off (ENABLE_SIM false)", async () => {
     const off = { ...env, ENABLE_SIM: "false" };
     const headers = { Authorization: `Bearer ${ADMIN_TOKEN}`, "Content-Type": "application/json" };
-    for (const [path, method] of [["/v1/sim", "GET"], ["/v1/sim/config", "PUT"], ["/v1/sim/reset", "POST"], ["/v1/sim/machines", "POST"]] as const) {
-      const res = await createApp().request(path, { method, headers, body: method === "GET" ? undefined : JSON.stringify({ label: "x" }) }, off);
+    for (const [path, method] of [
+      ["/v1/sim", "GET"],
+      ["/v1/sim/config", "PUT"],
+      ["/v1/sim/reset", "POST"],
+      ["/v1/sim/machines", "POST"],
+    ] as const) {
+      const res = await createApp().request(
+        path,
+        { method, headers, body: method === "GET" ? undefined : JSON.stringify({ label: "x" }) },
+        off,
+      );
       expect(res.status, `${method} ${path}`).toBe(404);
       expect((await errorBody(res)).code).toBe("not_found");
     }
   });
 
   it("documents the control routes in the OpenAPI document under the sim tag", async () => {
-    const doc = (await (await api("/openapi.json", { token: null })).json()) as { paths: Record<string, Record<string, { tags?: string[] }>> };
+    const doc = (await (await api("/openapi.json", { token: null })).json()) as {
+      paths: Record<string, Record<string, { tags?: string[] }>>;
+    };
     for (const path of ["/v1/sim", "/v1/sim/config", "/v1/sim/reset", "/v1/sim/machines", "/v1/sim/machines/{ref}"]) {
       const operations = Object.values(doc.paths[path] ?? {});
       expect(operations.length, path).toBeGreaterThan(0);
-      expect(operations.every((o) => o.tags?.includes("sim")), path).toBe(true);
+      expect(
+        operations.every((o) => o.tags?.includes("sim")),
+        path,
+      ).toBe(true);
     }
   });
 });
