@@ -1,39 +1,69 @@
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
 
+/**
+ * Suites of pure modules (no bindings, no fetch, no Durable Objects): they run in Node and skip
+ * workerd's start-up. Any other suite runs in workerd with the worker's bindings.
+ */
+const PURE_SUITES = [
+  "test/auth/policy.test.ts",
+  "test/auth/rate-window.test.ts",
+  "test/keeper/decide.test.ts",
+  "test/offers/rank.test.ts",
+  "test/providers/runpod-sizing.test.ts",
+  "test/reaper/plan.test.ts",
+  "test/schedules/plan.test.ts",
+];
+
 export default defineConfig(async () => ({
-  plugins: [
-    cloudflareTest({
-      wrangler: { configPath: "./wrangler.toml" },
-      remoteBindings: false,
-      miniflare: {
-        bindings: {
-          TEST_MIGRATIONS: await readD1Migrations("./migrations"),
-          ADMIN_TOKEN: "test-admin-token-0123456789",
-          RUNPOD_API_KEY: "rpa_TESTKEY_runpod_0123456789",
-          VAST_API_KEY: "vast-test-key-0123456789abcdef",
-          VRAMFARM_TOKEN: "gf_live_testtoken0123456789",
-          ENABLE_SIM: "true",
-          RUNPOD_GRAPHQL_URL: "http://runpod.fake/graphql",
-          VAST_API_URL: "http://vast.fake",
-          VRAMFARM_API_URL: "http://vramfarm.fake/api",
-          RUNPOD_PROXY_TEMPLATE: "http://{id}-{port}.proxy.runpod.fake",
-          // Suites send many requests a minute with the admin token; test/auth lowers these per request.
-          RATE_LIMIT_PER_MIN: "1000000",
-          RENT_RATE_LIMIT_PER_MIN: "1000000",
-        },
-        // Tripwire: a provider call that escapes the in-isolate fakes must never reach a network.
-        outboundService: async (request: Request) =>
-          new Response(`unmocked outbound request: ${request.method} ${request.url}`, { status: 599 }),
-      },
-    }),
-  ],
   test: {
-    setupFiles: ["./test/setup.ts"],
-    include: ["test/**/*.test.ts"],
-    exclude: ["test/e2e/**"],
-    // Lease-life tests drive hundreds of keeper alarms against D1; on a loaded 2-core machine
-    // that can pass 5 s. Generous, since a hang is still caught.
-    testTimeout: 30_000,
+    projects: [
+      {
+        test: {
+          name: "pure",
+          environment: "node",
+          include: PURE_SUITES,
+        },
+      },
+      {
+        plugins: [
+          cloudflareTest({
+            wrangler: { configPath: "./wrangler.toml" },
+            remoteBindings: false,
+            miniflare: {
+              bindings: {
+                TEST_MIGRATIONS: await readD1Migrations("./migrations"),
+                ADMIN_TOKEN: "test-admin-token-0123456789",
+                RUNPOD_API_KEY: "rpa_TESTKEY_runpod_0123456789",
+                VAST_API_KEY: "vast-test-key-0123456789abcdef",
+                VRAMFARM_TOKEN: "gf_live_testtoken0123456789",
+                ENABLE_SIM: "true",
+                RUNPOD_GRAPHQL_URL: "http://runpod.fake/graphql",
+                VAST_API_URL: "http://vast.fake",
+                VRAMFARM_API_URL: "http://vramfarm.fake/api",
+                RUNPOD_PROXY_TEMPLATE: "http://{id}-{port}.proxy.runpod.fake",
+                // Suites send many requests a minute with the admin token; test/auth lowers these per request.
+                RATE_LIMIT_PER_MIN: "1000000",
+                RENT_RATE_LIMIT_PER_MIN: "1000000",
+                // Requests the bad-input fuzzer sends (test/robustness/fuzz.test.ts); CI keeps at least 5,000.
+                FUZZ_RUNS: process.env.FUZZ_RUNS ?? "5000",
+              },
+              // Tripwire: a provider call that escapes the in-isolate fakes must never reach a network.
+              outboundService: async (request: Request) =>
+                new Response(`unmocked outbound request: ${request.method} ${request.url}`, { status: 599 }),
+            },
+          }),
+        ],
+        test: {
+          name: "workers",
+          setupFiles: ["./test/setup.ts"],
+          include: ["test/**/*.test.ts"],
+          exclude: ["test/e2e/**", ...PURE_SUITES],
+          // Lease-life tests drive hundreds of keeper alarms against D1; on a loaded 2-core machine
+          // that can pass 5 s. Generous, since a hang is still caught.
+          testTimeout: 30_000,
+        },
+      },
+    ],
   },
 }));

@@ -26,12 +26,27 @@ export type AppEnv = {
   Variables: { services: Services; caller: Caller };
 };
 
+/**
+ * The clock and wait of every Services built from env. Production never changes them. Tests
+ * drive the worker through its own fetch, alarm and scheduled handlers, which build their
+ * Services here, so the test harness (test/support/timing.ts) swaps the wait for one that
+ * returns at once: the worker, its Durable Objects and the tests share one isolate and module graph.
+ */
+export const invocationTiming: { clock: Clock; sleep: Sleep } = { clock: systemClock, sleep: systemSleep };
+
 /** Builds the services of one invocation from the env and its parsed config. */
 export function createServices(
   env: Env,
   config: Config,
-  clock: Clock = systemClock,
-  sleep: Sleep = systemSleep,
+  clock: Clock = invocationTiming.clock,
+  sleep: Sleep = invocationTiming.sleep,
 ): Services {
-  return { env, config, db: env.DB, providers: createProviders(env, config, clock, sleep), clock, sleep };
+  return {
+    env,
+    config,
+    db: env.DB,
+    providers: createProviders(env, config, clock, sleep),
+    clock,
+    sleep,
+  };
 }

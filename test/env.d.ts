@@ -1,5 +1,7 @@
 declare namespace Cloudflare {
   interface Env {
     TEST_MIGRATIONS: D1Migration[];
+    /** requests the bad-input fuzzer sends */
+    FUZZ_RUNS: string;
   }
 }

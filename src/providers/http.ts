@@ -1,4 +1,5 @@
 import type { z } from "zod";
+import { type Sleep, systemSleep } from "../lib/time";
 import { USER_AGENT } from "../version";
 import { scrubText } from "./scrub";
 import type { ProviderName } from "./types";
@@ -35,7 +36,7 @@ export interface HttpClientOptions {
   retries?: number;
   /** longest wait we accept between retries; a longer Retry-After gives up with rate_limited */
   maxRetryWaitMs?: number;
-  sleep?: (ms: number) => Promise<void>;
+  sleep?: Sleep;
 }
 
 export interface HttpRequest {
@@ -56,7 +57,6 @@ export interface HttpResponse {
 }
 
 const RETRY_STATUSES = new Set([429, 502, 503, 504]);
-const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** The one HTTP client of every provider adapter. */
 export class HttpClient {
@@ -66,7 +66,7 @@ export class HttpClient {
   private readonly timeoutMs: number;
   private readonly retries: number;
   private readonly maxRetryWaitMs: number;
-  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly sleep: Sleep;
 
   constructor(options: HttpClientOptions) {
     this.provider = options.provider;
@@ -75,7 +75,7 @@ export class HttpClient {
     this.timeoutMs = options.timeoutMs ?? 15_000;
     this.retries = options.retries ?? 2;
     this.maxRetryWaitMs = options.maxRetryWaitMs ?? 3_000;
-    this.sleep = options.sleep ?? defaultSleep;
+    this.sleep = options.sleep ?? systemSleep;
   }
 
   get configured(): boolean {

@@ -1,3 +1,4 @@
+import { systemSleep } from "../lib/time";
 import { HttpClient, type HttpResponse, ProviderError } from "./http";
 import { ollamaAnswers } from "./ollama";
 import type {
@@ -59,7 +60,7 @@ const CREATE_RATE_WAIT_MS = 5_000;
 /** Vast.ai over REST (providers.md §2). */
 export function createVastProvider(options: VastOptions): Provider {
   const baseUrl = options.baseUrl.replace(/\/+$/, "");
-  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+  const sleep = options.sleep ?? systemSleep;
   const http = new HttpClient({
     provider: "vast",
     apiKey: options.apiKey,
