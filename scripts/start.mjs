@@ -13,7 +13,11 @@ if (!existsSync(".dev.vars")) {
 }
 const adminToken = /^ADMIN_TOKEN=(.*)$/m.exec(readFileSync(".dev.vars", "utf8"))?.[1]?.trim();
 
-const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local"], { stdio: "inherit", env });
+// CI=true and no stdin: wrangler applies the migrations without its "Ok to proceed?" prompt.
+const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local"], {
+  stdio: ["ignore", "inherit", "inherit"],
+  env: { ...env, CI: "true" },
+});
 if (migrate.status !== 0) process.exit(migrate.status ?? 1);
 
 console.log(`\ngpulease local: admin token "${adminToken ?? "(see .dev.vars)"}"`);
