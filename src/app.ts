@@ -7,8 +7,9 @@ import { tokenRoutes } from "./auth/routes";
 import { ConfigError, loadConfig } from "./config";
 import { ApiError, ErrorSchema } from "./errors";
 import { leaseCallbackRoutes, leaseRoutes } from "./leases/routes";
+import { createLogger } from "./lib/log";
+import { requestIdOf } from "./lib/request-id";
 import { offerRoutes } from "./offers/routes";
-import { scrubText } from "./providers/scrub";
 import { reaperRoutes } from "./reaper/routes";
 import { createRouter } from "./router";
 import { scheduleRoutes } from "./schedules/routes";
@@ -38,8 +39,17 @@ export interface AppOptions {
 export function createApp(options: AppOptions = {}) {
   const app = createRouter();
 
+  // First: every response, errors and 404s included, names its request, and so does every log line.
   app.use("*", async (c, next) => {
-    c.set("services", options.services ? options.services(c.env) : createServices(c.env, loadConfig(c.env)));
+    const requestId = requestIdOf(c.req.header("X-Request-Id"));
+    c.set("requestId", requestId);
+    c.header("X-Request-Id", requestId);
+    await next();
+  });
+
+  app.use("*", async (c, next) => {
+    const services = options.services ? options.services(c.env) : createServices(c.env, loadConfig(c.env));
+    c.set("services", { ...services, log: services.log.with({ request_id: c.get("requestId") }) });
     await next();
   });
 
@@ -74,13 +84,21 @@ export function createApp(options: AppOptions = {}) {
   app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "gpulease API" }));
 
   app.notFound((c) =>
-    c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}`, code: "not_found" as const }, 404),
+    c.json(
+      {
+        error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}`,
+        code: "not_found" as const,
+        request_id: c.get("requestId"),
+      },
+      404,
+    ),
   );
 
   app.onError((err, c) => {
+    const request_id = c.get("requestId");
     if (err instanceof ApiError) {
       for (const [name, value] of Object.entries(err.headers)) c.header(name, value);
-      return c.json(err.body(), err.status);
+      return c.json({ ...err.body(), request_id }, err.status);
     }
     if (err instanceof HTTPException && err.status < 500) {
       // Hono's own 4xx (a body that is not JSON, a malformed header) get the same envelope.
@@ -89,23 +107,24 @@ export function createApp(options: AppOptions = {}) {
       const error = err.message || "invalid request";
       // A body that is not JSON, or JSON sent as another content type: the body is the field.
       const issues = code === "invalid_request" ? [{ path: "body", message: error }] : undefined;
-      return c.json({ error, code, ...(issues ? { issues } : {}) }, status as 400 | 401 | 404);
+      return c.json({ error, code, ...(issues ? { issues } : {}), request_id }, status as 400 | 401 | 404);
     }
+    // The services may be missing (a config that does not load): log with the env's secrets then.
+    const log =
+      c.get("services")?.log ??
+      createLogger([c.env.ADMIN_TOKEN, c.env.RUNPOD_API_KEY, c.env.VAST_API_KEY, c.env.VRAMFARM_TOKEN], {
+        request_id,
+      });
     if (err instanceof ConfigError) {
-      console.error(err.message);
-      return c.json({ error: err.message, code: "internal" as const }, 500);
+      log.error("config_invalid", { error: err });
+      return c.json({ error: err.message, code: "internal" as const, request_id }, 500);
     }
     // Unexpected: log the scrubbed message (never the stack or a secret), answer generically.
-    console.error(`internal error on ${c.req.method} ${new URL(c.req.url).pathname}: ${logSafe(err, c.env)}`);
-    return c.json({ error: "internal error; the request was logged", code: "internal" as const }, 500);
+    log.error("internal_error", { method: c.req.method, path: new URL(c.req.url).pathname, error: err });
+    return c.json({ error: "internal error; the request was logged", code: "internal" as const, request_id }, 500);
   });
 
   return app;
-}
-
-function logSafe(err: unknown, env: Env): string {
-  const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-  return scrubText(text, [env.ADMIN_TOKEN, env.RUNPOD_API_KEY, env.VAST_API_KEY, env.VRAMFARM_TOKEN]);
 }
 
 export type App = ReturnType<typeof createApp>;

@@ -31,6 +31,10 @@ export const ErrorSchema = z
       .optional()
       .openapi({ description: "every rental attempt (no_capacity)" }),
     lease_id: z.string().optional(),
+    request_id: z
+      .string()
+      .optional()
+      .openapi({ description: "this request's id, also sent as X-Request-Id; quote it when reporting an error" }),
     retry_after: z
       .number()
       .int()

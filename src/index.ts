@@ -23,7 +23,7 @@ export default {
         ctx.waitUntil(runReaper(services));
         break;
       default:
-        console.warn(`scheduled: unknown cron "${controller.cron}"`);
+        services.log.warn("unknown_cron", { cron: controller.cron });
     }
   },
 } satisfies ExportedHandler<Env>;

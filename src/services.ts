@@ -1,6 +1,8 @@
 import type { Config } from "./config";
+import { createLogger, type Logger } from "./lib/log";
 import { type Clock, type Sleep, systemClock, systemSleep } from "./lib/time";
 import { createProviders, type ProviderRegistry } from "./providers/registry";
+import { secretsOf } from "./providers/scrub";
 
 export type Scope = "read" | "rent" | "stop" | "admin";
 
@@ -19,11 +21,13 @@ export interface Services {
   clock: Clock;
   /** every wait of a request or job (retry backoff, lookups) goes through this */
   sleep: Sleep;
+  /** structured, scrubbed log lines; a request's carry its request_id */
+  log: Logger;
 }
 
 export type AppEnv = {
   Bindings: Env;
-  Variables: { services: Services; caller: Caller };
+  Variables: { services: Services; caller: Caller; requestId: string };
 };
 
 /**
@@ -48,5 +52,6 @@ export function createServices(
     providers: createProviders(env, config, clock, sleep),
     clock,
     sleep,
+    log: createLogger(secretsOf(config)),
   };
 }

@@ -96,7 +96,7 @@ export const rateLimit = createMiddleware<AppEnv>(async (c, next) => {
   } catch (err) {
     // Fail open: an unreachable limiter must not take the API down (stopping leases included);
     // spending stays bounded by MAX_ACTIVE_LEASES and the budgets, which do not depend on it.
-    console.error(`rate limiter unavailable, request let through: ${err instanceof Error ? err.message : String(err)}`);
+    c.get("services").log.error("rate_limiter_unavailable", { outcome: "request let through", error: err });
     admission = { admitted: true };
   }
   if (!admission.admitted) {

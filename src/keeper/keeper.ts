@@ -91,7 +91,7 @@ export class LeaseKeeper extends DurableObject<Env> {
       // Expected provider failures never get here; this is D1 or a bug. Let the platform retry
       // a few times, then keep the loop alive ourselves rather than let the alarm be dropped.
       const message = this.safeMessage(services, error);
-      console.error(`keeper ${leaseId}: alarm failed: ${message}`);
+      services.log.error("keeper_alarm_failed", { lease_id: leaseId, error: message });
       if ((alarmInfo?.retryCount ?? 0) >= 5) {
         await this.ctx.storage.setAlarm(services.clock() + SELF_RETRY_MS);
         return;

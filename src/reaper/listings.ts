@@ -23,7 +23,7 @@ export async function listOwnMachines(
   try {
     providers = services.providers.configured();
   } catch (error) {
-    console.error(`reaper: providers could not be built: ${safeMessage(services, error)}`);
+    services.log.error("reaper_providers_unavailable", { error: safeMessage(services, error) });
     return [];
   }
   return Promise.all(

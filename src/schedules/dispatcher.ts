@@ -48,16 +48,14 @@ export async function runDispatcher(services: Services, scheduledTime: number): 
       await dispatchDue(services, schedule, now, summary);
     } catch (error) {
       // One broken schedule must not hold up the others; its next_run_at has moved on already.
-      console.error(`dispatcher: schedule ${schedule.id}: ${error instanceof Error ? error.message : String(error)}`);
+      services.log.error("dispatch_failed", { schedule_id: schedule.id, error });
     }
   }
   for (const { run, schedule } of await listRetryingRuns(services.db)) {
     try {
       await retry(services, schedule, run.due_at, ms(run.updated_at), now, summary);
     } catch (error) {
-      console.error(
-        `dispatcher: retry of ${schedule.id} at ${run.due_at}: ${error instanceof Error ? error.message : String(error)}`,
-      );
+      services.log.error("dispatch_retry_failed", { schedule_id: schedule.id, due_at: run.due_at, error });
     }
   }
   return summary;

@@ -53,7 +53,11 @@ describe("error envelope", () => {
   it("answers 404 not_found for unknown routes outside /v1", async () => {
     const res = await api("/nope", { token: null });
     expect(res.status).toBe(404);
-    expect(await errorBody(res)).toEqual({ error: "no route for GET /nope", code: "not_found" });
+    expect(await errorBody(res)).toEqual({
+      error: "no route for GET /nope",
+      code: "not_found",
+      request_id: res.headers.get("X-Request-Id"),
+    });
   });
 
   it("answers 400 invalid_request with issues naming the fields", async () => {
@@ -101,7 +105,7 @@ describe("error envelope", () => {
   it("answers 500 internal without stack trace or secret, and logs a scrubbed line", async () => {
     const logged: string[] = [];
     const spy = vi.spyOn(console, "error").mockImplementation((...args: unknown[]) => {
-      logged.push(args.map(String).join(" "));
+      logged.push(args.map((a) => (typeof a === "string" ? a : JSON.stringify(a))).join(" "));
     });
     const app = createApp();
     app.get("/boom", () => {
@@ -111,9 +115,16 @@ describe("error envelope", () => {
     spy.mockRestore();
     expect(res.status).toBe(500);
     const raw = await res.text();
-    expect(JSON.parse(raw)).toEqual({ error: "internal error; the request was logged", code: "internal" });
+    const requestId = res.headers.get("X-Request-Id");
+    expect(JSON.parse(raw)).toEqual({
+      error: "internal error; the request was logged",
+      code: "internal",
+      request_id: requestId,
+    });
     expect(raw).not.toMatch(/at .*\.ts|Error:/);
-    expect(logged.join("\n")).toContain("internal error on GET /boom");
+    expect(logged.map((line) => JSON.parse(line))).toEqual([
+      expect.objectContaining({ level: "error", event: "internal_error", path: "/boom", request_id: requestId }),
+    ]);
     for (const secret of [...PROVIDER_SECRETS, ADMIN_TOKEN]) {
       expect(raw).not.toContain(secret);
       expect(logged.join("\n")).not.toContain(secret);
