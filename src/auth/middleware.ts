@@ -1,18 +1,16 @@
 import { createMiddleware } from "hono/factory";
 import { ApiError } from "../errors";
-import { secretsEqual } from "../lib/crypto";
+import { bearerToken, secretsEqual } from "../lib/crypto";
 import type { AppEnv, Caller, Scope } from "../services";
 import { accessRuleFor } from "./policy";
 import type { RateLimiter } from "./rate-limiter";
 import type { Admission } from "./rate-window";
 import { findActiveToken } from "./tokens-store";
 
-const BEARER = /^Bearer\s+([A-Za-z0-9._~+/=-]+)\s*$/i;
-
 /** Resolves the bearer token of a /v1 request into a Caller, or answers 401. */
 export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
-  const match = BEARER.exec(c.req.header("Authorization") ?? "");
-  if (!match?.[1]) {
+  const token = bearerToken(c.req.header("Authorization"));
+  if (!token) {
     throw new ApiError(
       "unauthorized",
       "missing bearer token (Authorization: Bearer <token>)",
@@ -22,7 +20,6 @@ export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
       },
     );
   }
-  const token = match[1];
   const { config, db, clock } = c.get("services");
   let caller: Caller | null = null;
   if (config.secrets.adminToken && (await secretsEqual(token, config.secrets.adminToken))) {

@@ -6,6 +6,7 @@ import { newId } from "../lib/ids";
 import { iso } from "../lib/time";
 import type { OffersQuery } from "../offers/schemas";
 import { findOffer, listRankedOffers, type RankedOffer } from "../offers/service";
+import { OLLAMA_PORT } from "../providers/ollama";
 import { scrubError, scrubText, secretsOf } from "../providers/scrub";
 import type { MachineSpec, Provider } from "../providers/types";
 import type { Services } from "../services";
@@ -30,7 +31,6 @@ const LABEL_LOOKUP_RETRY_MS = 1_500;
 
 const LOCAL_ORIGIN = "http://localhost:8787";
 const OLLAMA_IMAGE = "ollama/ollama:latest";
-const OLLAMA_PORT = 11434;
 
 export interface CreateOptions {
   idempotencyKey?: string | null;

@@ -190,11 +190,6 @@ export async function getLeaseByIdempotencyKey(db: D1Database, key: string): Pro
   return row ? parseRow(row) : null;
 }
 
-export async function countActive(db: D1Database): Promise<number> {
-  const row = await db.prepare("SELECT COUNT(*) AS n FROM leases WHERE status != 'stopped'").first<{ n: number }>();
-  return row?.n ?? 0;
-}
-
 export type StatusFilter = LeaseStatus | "active";
 
 export interface ListLeasesQuery {

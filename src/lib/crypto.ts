@@ -15,6 +15,13 @@ export async function secretsEqual(given: string, expected: string): Promise<boo
   return crypto.subtle.timingSafeEqual(a, b);
 }
 
+const BEARER = /^Bearer\s+([A-Za-z0-9._~+/=-]+)\s*$/i;
+
+/** The token of an `Authorization: Bearer <token>` header (RFC 6750 token68), or null. */
+export function bearerToken(authorization: string | undefined): string | null {
+  return BEARER.exec(authorization ?? "")?.[1] ?? null;
+}
+
 /** A random secret of `bytes` bytes, base64url without padding. */
 export function randomSecret(bytes = 32): string {
   const raw = crypto.getRandomValues(new Uint8Array(bytes));

@@ -1,5 +1,6 @@
+import { toUsd } from "../keeper/billing";
 import { gpuSpecByKey } from "../providers/gpus";
-import { type Currency, type ProviderOffer, providerNames } from "../providers/types";
+import { type ProviderOffer, providerNames } from "../providers/types";
 import type { Offer } from "./schemas";
 
 /** An offer as the API shows it, plus the provider's own offer so the leases code can rent it. */
@@ -21,10 +22,6 @@ export const DEFAULT_DOWNLOAD_MBS = 150;
 const BASE_LOAD_S = 100;
 /** Each extra card keeps 90 % of the previous figure: multi-GPU inference does not scale linearly. */
 const MULTI_GPU_FACTOR = 0.9;
-
-export function toUsd(amount: number, currency: Currency, eurUsd: number): number {
-  return currency === "EUR" ? amount * eurUsd : amount;
-}
 
 const round = (n: number, places: number) => {
   const f = 10 ** places;

@@ -1,3 +1,4 @@
+import { toUsd } from "../keeper/billing";
 import { iso } from "../lib/time";
 import { withTimeout } from "../lib/timeout";
 import { gpuSpecByKey, normaliseGpuName } from "../providers/gpus";
@@ -13,7 +14,7 @@ import {
 } from "../providers/types";
 import type { Services } from "../services";
 import { type CachedListing, findCachedOffer, getListing, listingKey, putListing } from "./cache";
-import { type RankedOffer, rankOffer, rankOffers, toOffer, toUsd } from "./rank";
+import { type RankedOffer, rankOffer, rankOffers, toOffer } from "./rank";
 import { DEFAULT_OFFER_LIMIT, type OffersQuery, type OfferType, type ProviderFailure } from "./schemas";
 
 export type { RankedOffer } from "./rank";

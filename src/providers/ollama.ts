@@ -1,6 +1,9 @@
 import { z } from "zod";
 import { USER_AGENT } from "../version";
 
+/** The port an Ollama server listens on in every template that runs one. */
+export const OLLAMA_PORT = 11434;
+
 const VersionSchema = z.object({ version: z.string() });
 
 /**

@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import { gpuSpecFor } from "./gpus";
 import { HttpClient, ProviderError } from "./http";
-import { ollamaAnswers } from "./ollama";
+import { OLLAMA_PORT, ollamaAnswers } from "./ollama";
 import {
   BALANCE_QUERY,
   BalanceDataSchema,
@@ -51,7 +51,6 @@ export interface RunpodOptions {
   now?: () => number;
 }
 
-const OLLAMA_PORT = 11434;
 const SSH_PORT = 22;
 const clouds = ["SECURE", "COMMUNITY"] as const;
 type Cloud = (typeof clouds)[number];

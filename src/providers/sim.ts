@@ -1,6 +1,7 @@
 import type { Clock } from "../lib/time";
 import { type SimCloud, type SimMachineView, type SimRead, type SimStock, simCloud } from "../sim/cloud";
 import { ProviderError, type ProviderErrorKind } from "./http";
+import { OLLAMA_PORT } from "./ollama";
 import type { MachineSpec, MachineStatus, OfferQuery, OwnMachine, Provider, ProviderOffer, RentResult } from "./types";
 
 export interface SimOptions {
@@ -12,7 +13,6 @@ export interface SimOptions {
   clock: Clock;
 }
 
-const OLLAMA_PORT = 11434;
 const OFFER_ID = /^sim:([a-z0-9-]+):(\d+)$/;
 
 /** The simulated cloud behind the Provider interface; it talks to the one SimCloud object over RPC. */

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { gpuSpecFor } from "./gpus";
+import { OLLAMA_PORT } from "./ollama";
 import type { Access, MachineSpec, MachineState, OfferQuery, ProviderOffer } from "./types";
 
 /**
@@ -102,8 +103,6 @@ export function toOffer(offer: VastOffer, query: OfferQuery): ProviderOffer | nu
     templates: ["ollama", "custom"],
   };
 }
-
-export const OLLAMA_PORT = 11434;
 
 /** The `PUT /api/v0/asks/{id}/` body for a spec. */
 export function createBody(spec: MachineSpec): Record<string, unknown> {
@@ -255,11 +254,4 @@ export function instanceAccess(instance: VastInstance): Access {
   const sshHost = instance.ssh_host?.trim() || null;
   const ssh = sshHost && instance.ssh_port ? { host: sshHost, port: instance.ssh_port } : null;
   return { urls, ssh };
-}
-
-/** The Ollama URL of a running instance, or null when port 11434 is not published yet. */
-export function ollamaUrl(instance: VastInstance): string | null {
-  const ip = instance.public_ipaddr?.trim();
-  const hostPort = instance.ports?.[`${OLLAMA_PORT}/tcp`]?.[0]?.HostPort;
-  return ip && hostPort !== undefined ? `http://${ip}:${String(hostPort).trim()}` : null;
 }

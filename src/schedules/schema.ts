@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { LeaseInputSchema, LeaseSchema } from "../leases/schema";
+import { LeaseInputSchema } from "../leases/schema";
 import { parseCron } from "./cron";
 
 const NameSchema = z.string().trim().min(1).max(100);
@@ -119,4 +119,3 @@ export type Schedule = z.infer<typeof ScheduleSchema>;
 
 export const ScheduleListSchema = z.object({ schedules: z.array(ScheduleSchema) }).openapi("ScheduleList");
 export const ScheduleRunListSchema = z.object({ runs: z.array(ScheduleRunSchema) }).openapi("ScheduleRunList");
-export const RunNowResponseSchema = LeaseSchema;
