@@ -5,7 +5,7 @@ import { accountRoutes } from "./account/routes";
 import { authenticate, enforceScope, rateLimit } from "./auth/middleware";
 import { tokenRoutes } from "./auth/routes";
 import { ConfigError, loadConfig } from "./config";
-import { ApiError, ErrorSchema } from "./errors";
+import { ApiError } from "./errors";
 import { leaseCallbackRoutes, leaseRoutes } from "./leases/routes";
 import { createLogger } from "./lib/log";
 import { requestIdOf } from "./lib/request-id";
@@ -126,6 +126,3 @@ export function createApp(options: AppOptions = {}) {
 
   return app;
 }
-
-export type App = ReturnType<typeof createApp>;
-export { ErrorSchema };

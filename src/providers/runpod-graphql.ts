@@ -61,7 +61,6 @@ export const GpuTypeSchema = z.object({
   communityPrice: z.number().nullish(),
   maxGpuCount: z.number().nullish(),
 });
-export type GpuType = z.infer<typeof GpuTypeSchema>;
 
 export const GpuAvailabilitySchema = z.object({
   gpuTypeId: z.string().nullish(),

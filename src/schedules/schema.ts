@@ -40,7 +40,6 @@ export const ScheduleInputSchema = z
   })
   .superRefine((value, ctx) => checkCron(value, ctx))
   .openapi("ScheduleInput");
-export type ScheduleInput = z.infer<typeof ScheduleInputSchema>;
 
 /** The body of PATCH /v1/schedules/{id}: any field; `lease` replaces the whole lease body. */
 export const SchedulePatchSchema = z

@@ -32,4 +32,4 @@ export function installFakes(...services: FakeService[]): InstalledFakes {
 }
 
 // Response builders live in respond.ts (no vitest import) so the fakes also run as plain HTTP servers.
-export { json, text } from "./respond";
+export { json } from "./respond";
