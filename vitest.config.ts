@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { defineConfig } from "vitest/config";
 
@@ -17,6 +18,9 @@ const PURE_SUITES = [
 
 export default defineConfig(async () => ({
   test: {
+    // Vitest's default is one worker less than the cores: one file at a time on 2 cores. A workerd
+    // file spends part of its time starting up and waiting on its runtime, so two overlap well.
+    maxWorkers: Math.max(2, availableParallelism()),
     projects: [
       {
         test: {

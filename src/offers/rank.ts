@@ -16,9 +16,9 @@ export interface RankContext {
   eurUsd: number;
 }
 
-/** Host download speed the seed assumed where a provider reports none (RunPod, VRAMfarm, sim). */
+/** Host download speed assumed where a provider reports none (RunPod, VRAMfarm, sim): a typical datacentre link. */
 export const DEFAULT_DOWNLOAD_MBS = 150;
-/** Seconds of container start before any download, from the seed. */
+/** Seconds of container start before any download (image pull and boot of a typical template). */
 const BASE_LOAD_S = 100;
 /** Each extra card keeps 90 % of the previous figure: multi-GPU inference does not scale linearly. */
 const MULTI_GPU_FACTOR = 0.9;
@@ -42,7 +42,7 @@ export function loadTimeSeconds(offer: ProviderOffer, weightsGb: number): number
 }
 
 /**
- * The seed's value score: effective bandwidth per USD of the first hour, where the first hour
+ * The value score: effective bandwidth per USD of the first hour, where the first hour
  * pays for the load time (billing starts before the model is usable) and the download fee.
  * VRAMfarm's 15-minute minimum is shorter than that hour, so it does not change the figure.
  */

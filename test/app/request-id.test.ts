@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, type MockInstance, vi } from "vitest";
-import { ADMIN_TOKEN, api, errorBody, PROVIDER_SECRETS } from "../helpers";
+import { ADMIN_TOKEN, apiViaSelf as api, errorBody, PROVIDER_SECRETS } from "../helpers";
 
 const GENERATED = /^req_[0-9a-f]{32}$/;
 

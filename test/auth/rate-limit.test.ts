@@ -110,7 +110,14 @@ describe("rate limits", () => {
       { ...env, RATE_LIMITER: unreachable },
     );
     expect(res.status).toBe(200);
-    expect(logged).toHaveBeenCalledWith(expect.stringContaining("rate limiter unavailable"));
+    expect(logged).toHaveBeenCalledWith(
+      expect.objectContaining({
+        level: "error",
+        event: "rate_limiter_unavailable",
+        error: "Error: Durable Object is overloaded",
+        request_id: res.headers.get("X-Request-Id"),
+      }),
+    );
     logged.mockRestore();
   });
 });

@@ -1,5 +1,3 @@
-import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Lease } from "../../src/leases/schema";
 import { type InstalledFakes, installFakes } from "../fakes/install";
@@ -7,16 +5,12 @@ import { RunpodFake } from "../fakes/runpod";
 import { VastFake } from "../fakes/vast";
 import { VramfarmFake } from "../fakes/vramfarm";
 import { ADMIN_TOKEN, api, PROVIDER_SECRETS } from "../helpers";
+import { TestClock } from "../support/clock";
+import { driveTo, fireNext as fireNextAlarm } from "../support/keeper";
 
 // The whole life of a lease against the wire-faithful fakes of each real provider. Date is
 // faked, so the fakes, the keeper and the leases code share one clock that only the test moves.
-let now = Date.parse("2033-01-01T00:00:00Z");
-const setNow = (t: number) => {
-  now = t;
-  vi.setSystemTime(now);
-};
-
-const keeper = (leaseId: string) => env.LEASE_KEEPER.getByName(leaseId);
+const clock = new TestClock(Date.parse("2033-01-01T00:00:00Z"));
 const bodies: string[] = [];
 
 async function read<T>(res: Response): Promise<T> {
@@ -29,21 +23,9 @@ async function getLease(leaseId: string): Promise<Lease> {
   return read<Lease>(await api(`/v1/leases/${leaseId}`));
 }
 
-async function fireNext(leaseId: string): Promise<boolean> {
-  const at = await runInDurableObject(keeper(leaseId), (_i, state) => state.storage.getAlarm());
-  if (at === null) return false;
-  if (at > now) setNow(at);
-  return runDurableObjectAlarm(keeper(leaseId));
-}
-
-async function driveUntil(leaseId: string, status: Lease["status"], maxAlarms = 300): Promise<Lease> {
-  for (let i = 0; i < maxAlarms; i++) {
-    const lease = await getLease(leaseId);
-    if (lease.status === status) return lease;
-    if (!(await fireNext(leaseId))) throw new Error(`no alarm set; lease is ${lease.status}`);
-  }
-  throw new Error(`lease did not reach ${status}`);
-}
+const fireNext = (leaseId: string) => fireNextAlarm(clock, leaseId);
+const driveUntil = (leaseId: string, status: Lease["status"], maxAlarms = 300) =>
+  driveTo(leaseId, status, { clock, maxAlarms, read: getLease });
 
 async function rentOk(body: Record<string, unknown>): Promise<Lease> {
   const res = await api("/v1/leases", { method: "POST", json: body });
@@ -65,7 +47,7 @@ let fakes: InstalledFakes;
 
 beforeEach(() => {
   vi.useFakeTimers({ toFake: ["Date"] });
-  setNow(now + 3_600_000);
+  clock.set(clock.now + 3_600_000);
   runpod = new RunpodFake({
     quirks: {
       bootMs: 60_000,

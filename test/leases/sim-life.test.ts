@@ -1,47 +1,20 @@
-import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { beforeEach, describe, expect, it, vi } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import type { Lease } from "../../src/leases/schema";
 import { simCloud } from "../../src/sim/cloud";
 import { api, errorBody } from "../helpers";
+import { TestClock } from "../support/clock";
+import { alarmAt, driveTo, fireNext as fireNextAlarm, keeperOf as keeper, readLease } from "../support/keeper";
 
 // The keeper and the sim run in this isolate: faking Date moves both clocks, and each alarm is
 // fired at the moment it was set for.
-let now = Date.parse("2031-03-01T00:00:00Z");
-const setNow = (t: number) => {
-  now = t;
-  vi.setSystemTime(now);
-};
-
-const keeper = (leaseId: string) => env.LEASE_KEEPER.getByName(leaseId);
-
-async function alarmAt(leaseId: string): Promise<number | null> {
-  return runInDurableObject(keeper(leaseId), (_instance, state) => state.storage.getAlarm());
-}
-
-/** Moves the clock to the keeper's alarm and runs it; false when no alarm is set. */
-async function fireNext(leaseId: string): Promise<boolean> {
-  const at = await alarmAt(leaseId);
-  if (at === null) return false;
-  if (at > now) setNow(at);
-  return runDurableObjectAlarm(keeper(leaseId));
-}
-
-async function getLease(leaseId: string): Promise<Lease> {
-  const res = await api(`/v1/leases/${leaseId}`);
-  expect(res.status).toBe(200);
-  return (await res.json()) as Lease;
-}
-
+const clock = new TestClock(Date.parse("2031-03-01T00:00:00Z"));
+const fireNext = (leaseId: string) => fireNextAlarm(clock, leaseId);
+const getLease = readLease;
 /** Fires the keeper's alarms until the lease reaches `status` (at most `maxAlarms`). */
-async function driveUntil(leaseId: string, status: Lease["status"], maxAlarms = 200): Promise<Lease> {
-  for (let i = 0; i < maxAlarms; i++) {
-    const lease = await getLease(leaseId);
-    if (lease.status === status) return lease;
-    if (!(await fireNext(leaseId))) throw new Error(`no alarm set; lease is ${lease.status}`);
-  }
-  throw new Error(`lease ${leaseId} did not reach ${status}`);
-}
+const driveUntil = (leaseId: string, status: Lease["status"], maxAlarms = 200) =>
+  driveTo(leaseId, status, { clock, maxAlarms });
 
 async function events(leaseId: string): Promise<{ seq: number; kind: string; detail: string | null }[]> {
   const res = await api(`/v1/leases/${leaseId}/events`);
@@ -70,8 +43,8 @@ async function simMachine(ref: string) {
 }
 
 beforeEach(async () => {
-  vi.useFakeTimers({ toFake: ["Date"] });
-  setNow(now + 3_600_000);
+  clock.install();
+  clock.advance(3_600_000);
   const cloud = simCloud(env.SIM_CLOUD);
   await cloud.reset();
   await cloud.configure({ bootSeconds: 30, readySeconds: 10, lingerSeconds: 8, creditUsd: 100_000 });
@@ -210,8 +183,8 @@ describe("teardown is verified", () => {
     await driveUntil(lease.id, "running");
     await simCloud(env.SIM_CLOUD).configure({ faults: { status_error: true } });
     await api(`/v1/leases/${lease.id}/stop`, { method: "POST" });
-    const stopAt = now;
-    while (now - stopAt < 11 * 60_000) {
+    const stopAt = clock.now;
+    while (clock.now - stopAt < 11 * 60_000) {
       expect(await fireNext(lease.id)).toBe(true);
       expect((await getLease(lease.id)).status).toBe("stopping");
     }
@@ -219,7 +192,7 @@ describe("teardown is verified", () => {
     expect(flagged.error).toBe("teardown_unverified");
     expect((await events(lease.id)).map((e) => e.kind)).toContain("teardown_unverified");
     // The slower pace: about a minute between looks.
-    expect((await alarmAt(lease.id))! - now).toBeGreaterThanOrEqual(60_000);
+    expect((await alarmAt(lease.id))! - clock.now).toBeGreaterThanOrEqual(60_000);
 
     await simCloud(env.SIM_CLOUD).configure({ faults: { status_error: false } });
     const stopped = await driveUntil(lease.id, "stopped");
@@ -311,7 +284,7 @@ describe("renting with failover", () => {
 
 describe("idempotency and limits", () => {
   it("two concurrent POSTs with one Idempotency-Key rent one machine and return one lease", async () => {
-    const key = `key-${now}`;
+    const key = `key-${clock.now}`;
     const [a, b] = await Promise.all([rent({}, { "Idempotency-Key": key }), rent({}, { "Idempotency-Key": key })]);
     expect([a.status, b.status].sort()).toEqual([200, 202]);
     const [la, lb] = (await Promise.all([a.json(), b.json()])) as Lease[];
@@ -377,9 +350,9 @@ describe("the keeper survives", () => {
     await expect(runInDurableObject(keeper(lease.id), (instance) => instance.alarm())).rejects.toThrow();
     expect(await alarmAt(lease.id)).toBeNull();
     await runInDurableObject(keeper(lease.id), (instance) =>
-      instance.alarm({ retryCount: 5, isRetry: true, scheduledTime: now }),
+      instance.alarm({ retryCount: 5, isRetry: true, scheduledTime: clock.now }),
     );
-    expect(await alarmAt(lease.id)).toBeGreaterThan(now);
+    expect(await alarmAt(lease.id)).toBeGreaterThan(clock.now);
 
     await env.DB.prepare("UPDATE leases SET spec = ? WHERE id = ?")
       .bind(

@@ -5,7 +5,7 @@ import { RunpodFake } from "../fakes/runpod";
 import { VastFake } from "../fakes/vast";
 import { api, PROVIDER_SECRETS } from "../helpers";
 
-/** VRAMfarm's GET /api/offers as providers.md §3 shapes it; `down` answers 500 instead. */
+/** VRAMfarm's GET /api/offers as docs/providers.md (VRAMfarm) describes it; `down` answers 500 instead. */
 class VramfarmOffersFake implements FakeService {
   down = false;
   offerCalls = 0;

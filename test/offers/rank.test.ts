@@ -27,7 +27,7 @@ function offer(overrides: Partial<ProviderOffer> = {}): ProviderOffer {
 const usd = { weightsGb: 24, eurUsd: 1.08 };
 
 describe("value score", () => {
-  it("reproduces api.md's example: RTX 4090 at 0.69 USD, 24 GB at the default 150 MB/s", () => {
+  it("reproduces the reference example: RTX 4090 at 0.69 USD, 24 GB at the default 150 MB/s", () => {
     const ranked = rankOffer(offer(), usd);
     // load = 100 + 24000/150 = 260 s; first hour = 0.69 × (1 + 260/3600) = 0.73983
     expect(ranked.load_time_s).toBe(260);

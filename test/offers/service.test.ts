@@ -74,7 +74,7 @@ async function offersOf(res: Response): Promise<OffersBody> {
 beforeEach(() => clearOfferCache());
 
 describe("GET /v1/offers", () => {
-  it("ranks the offers of every configured provider, best value first, in the api.md shape", async () => {
+  it("ranks the offers of every configured provider, best value first, in the Offer shape of /openapi.json", async () => {
     const { registry } = threeProviders();
     const w = world(registry);
     const body = await offersOf(await w.get("/v1/offers"));

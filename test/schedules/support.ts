@@ -1,16 +1,11 @@
-import {
-  createExecutionContext,
-  createScheduledController,
-  runDurableObjectAlarm,
-  runInDurableObject,
-  waitOnExecutionContext,
-} from "cloudflare:test";
+import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { expect, vi } from "vitest";
+import { vi } from "vitest";
 import worker from "../../src/index";
 import type { Lease } from "../../src/leases/schema";
 import { simCloud } from "../../src/sim/cloud";
 import { api } from "../helpers";
+import { alarmAt, driveTo, fireNext, readLease } from "../support/keeper";
 
 /** A controllable clock: the worker, the keepers and the sim all run in this isolate. */
 export const clock = {
@@ -72,35 +67,15 @@ export async function fetchWith(
   return res;
 }
 
-const keeper = (leaseId: string) => env.LEASE_KEEPER.getByName(leaseId);
-
-export async function alarmAt(leaseId: string): Promise<number | null> {
-  return runInDurableObject(keeper(leaseId), (_instance, state) => state.storage.getAlarm());
-}
+export { alarmAt };
+export const getLease = readLease;
 
 /** Runs the keeper's alarm, moving the clock to it if it lies ahead; false when none is set. */
-export async function fireKeeper(leaseId: string): Promise<boolean> {
-  const at = await alarmAt(leaseId);
-  if (at === null) return false;
-  if (at > clock.now) clock.set(at);
-  return runDurableObjectAlarm(keeper(leaseId));
-}
-
-export async function getLease(leaseId: string): Promise<Lease> {
-  const res = await api(`/v1/leases/${leaseId}`);
-  expect(res.status).toBe(200);
-  return (await res.json()) as Lease;
-}
+export const fireKeeper = (leaseId: string) => fireNext(clock, leaseId);
 
 /** Fires the keeper's alarms until the lease reaches `status`. */
-export async function driveUntil(leaseId: string, status: Lease["status"], maxAlarms = 200): Promise<Lease> {
-  for (let i = 0; i < maxAlarms; i++) {
-    const lease = await getLease(leaseId);
-    if (lease.status === status) return lease;
-    if (!(await fireKeeper(leaseId))) throw new Error(`no alarm set; lease ${leaseId} is ${lease.status}`);
-  }
-  throw new Error(`lease ${leaseId} did not reach ${status}`);
-}
+export const driveUntil = (leaseId: string, status: Lease["status"], maxAlarms = 200) =>
+  driveTo(leaseId, status, { clock, maxAlarms });
 
 export async function activeLeases(): Promise<Lease[]> {
   const res = await api("/v1/leases?status=active&limit=200");

@@ -177,7 +177,7 @@ describe("a representative run with providers that echo keys", () => {
     runpod.quirks.auth = "bad_key";
     expect((await recorder.call("/v1/offers?provider=runpod&gpu=A40")).status).toBe(200);
     runpod.quirks.auth = "ok";
-    // Vast's account answer carries an api_key of its own (quirk 27); VRAMfarm's fails with an echo.
+    // Vast's account answer carries an api_key of its own (docs/providers.md, Vast.ai); VRAMfarm's fails with an echo.
     faulty.vramfarm.inject("balance", { kind: "echo", status: 503 }, { times: 3 });
     faulty.runpod.inject("balance", { kind: "echo", status: 200 }, { times: 1 });
     expect((await recorder.call("/v1/account")).status).toBe(200);
@@ -320,7 +320,7 @@ describe("a representative run with providers that echo keys", () => {
     expect(stopAll.status).toBeLessThan(500);
     for (const f of Object.values(faulty)) f.clear();
     await fireCron("7 7 7 7 7");
-    expect(logLines.some((line) => line.includes("unknown cron"))).toBe(true);
+    expect(logLines.some((line) => line.includes('"event":"unknown_cron"'))).toBe(true);
   });
 
   it("every lease's events, as JSON and as a stream", async () => {

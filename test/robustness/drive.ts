@@ -1,0 +1,58 @@
+import type { Lease } from "../../src/leases/schema";
+import { api as apiDirect } from "../helpers";
+import { TestClock } from "../support/clock";
+import { driveUntil as driveLease, fireNext } from "../support/keeper";
+
+export { keeperOf } from "../support/keeper";
+export { TestClock };
+
+/** Every HTTP exchange of a scenario, for the "no 5xx where a 4xx or 2xx was right" check. */
+export interface Exchange {
+  method: string;
+  path: string;
+  status: number;
+  body: string;
+  /** every response header, `name: value` per line */
+  headers: string;
+}
+
+/** apiDirect() that keeps every exchange. */
+export class Recorder {
+  readonly exchanges: Exchange[] = [];
+
+  async call(
+    path: string,
+    init: Parameters<typeof apiDirect>[1] = {},
+  ): Promise<{ status: number; body: string; json: unknown }> {
+    const res = await apiDirect(path, init);
+    const body = await res.text();
+    const headers = [...res.headers.entries()].map(([name, value]) => `${name}: ${value}`).join("\n");
+    this.exchanges.push({ method: init.method ?? "GET", path, status: res.status, body, headers });
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(body);
+    } catch {
+      parsed = undefined;
+    }
+    return { status: res.status, body, json: parsed };
+  }
+
+  async lease(id: string): Promise<Lease> {
+    const res = await this.call(`/v1/leases/${id}`);
+    if (res.status !== 200) throw new Error(`GET lease ${id}: ${res.status} ${res.body}`);
+    return res.json as Lease;
+  }
+}
+
+export { fireNext };
+
+/** The shared driveUntil (test/support/keeper.ts), reading the lease through the recorder. */
+export async function driveUntil(
+  clock: TestClock,
+  recorder: Recorder,
+  leaseId: string,
+  statuses: Lease["status"][],
+  maxAlarms = 120,
+): Promise<{ lease: Lease; alarms: number; reached: boolean }> {
+  return driveLease(leaseId, statuses, { clock, maxAlarms, read: (id) => recorder.lease(id) });
+}
