@@ -3,7 +3,6 @@ import { api as apiDirect } from "../helpers";
 import { TestClock } from "../support/clock";
 import { driveUntil as driveLease, fireNext } from "../support/keeper";
 
-export { keeperOf } from "../support/keeper";
 export { TestClock };
 
 /** Every HTTP exchange of a scenario, for the "no 5xx where a 4xx or 2xx was right" check. */

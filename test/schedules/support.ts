@@ -5,7 +5,7 @@ import worker from "../../src/index";
 import type { Lease } from "../../src/leases/schema";
 import { simCloud } from "../../src/sim/cloud";
 import { api } from "../helpers";
-import { alarmAt, driveTo, fireNext, readLease } from "../support/keeper";
+import { alarmAt, driveTo, readLease } from "../support/keeper";
 
 /** A controllable clock: the worker, the keepers and the sim all run in this isolate. */
 export const clock = {
@@ -69,9 +69,6 @@ export async function fetchWith(
 
 export { alarmAt };
 export const getLease = readLease;
-
-/** Runs the keeper's alarm, moving the clock to it if it lies ahead; false when none is set. */
-export const fireKeeper = (leaseId: string) => fireNext(clock, leaseId);
 
 /** Fires the keeper's alarms until the lease reaches `status`. */
 export const driveUntil = (leaseId: string, status: Lease["status"], maxAlarms = 200) =>
