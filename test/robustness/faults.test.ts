@@ -22,7 +22,9 @@ import { type Cell, formatMatrix } from "./matrix";
  * whole call fails once and the keeper has to cope, then the provider recovers.
  */
 
-const PROVIDERS = ["runpod", "vast", "vramfarm"] as const satisfies readonly FaultyProvider[];
+const ALL_PROVIDERS = ["runpod", "vast", "vramfarm"] as const satisfies readonly FaultyProvider[];
+/** The providers this run covers: vitest.config.ts runs the matrix once per provider (FAULT_PROVIDERS). */
+const PROVIDERS = ALL_PROVIDERS.filter((p) => env.FAULT_PROVIDERS.split(",").includes(p));
 const CALLS = ["offers", "rent", "status", "terminate", "listing"] as const satisfies readonly ProviderCall[];
 const FAULTS = ["500", "502", "503", "429", "hang", "malformed", "empty", "error200", "ignored", "flap"] as const;
 type FaultName = (typeof FAULTS)[number];
