@@ -15,6 +15,7 @@ import { scheduleRoutes } from "./schedules/routes";
 import { createServices, type Services } from "./services";
 import { simRoutes } from "./sim/routes";
 import { VERSION } from "./version";
+import { webhookRoutes } from "./webhooks/routes";
 
 const healthRoute = createRoute({
   method: "get",
@@ -57,6 +58,7 @@ export function createApp(options: AppOptions = {}) {
   app.route("/v1", accountRoutes);
   app.route("/v1", tokenRoutes);
   app.route("/v1", simRoutes);
+  app.route("/v1", webhookRoutes);
 
   app.openAPIRegistry.registerComponent("securitySchemes", "Bearer", {
     type: "http",
