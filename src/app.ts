@@ -8,6 +8,7 @@ import { ConfigError, loadConfig } from "./config";
 import { ApiError, ErrorSchema } from "./errors";
 import { leaseCallbackRoutes, leaseRoutes } from "./leases/routes";
 import { offerRoutes } from "./offers/routes";
+import { finishDocument } from "./openapi";
 import { scrubText } from "./providers/scrub";
 import { reaperRoutes } from "./reaper/routes";
 import { createRouter } from "./router";
@@ -22,6 +23,7 @@ const healthRoute = createRoute({
   path: "/health",
   tags: ["meta"],
   summary: "Liveness: no token needed",
+  security: [],
   responses: {
     200: {
       description: "The worker answers.",
@@ -65,14 +67,15 @@ export function createApp(options: AppOptions = {}) {
     scheme: "bearer",
     description: "The ADMIN_TOKEN secret, or a scoped token (gl_...) made with POST /v1/tokens.",
   });
-  app.doc31("/openapi.json", {
+  const documentConfig = {
     openapi: "3.1.0",
     info: {
       title: "gpulease",
       version: VERSION,
       description: "Rent GPU machines from RunPod, Vast.ai and VRAMfarm; every teardown verified.",
     },
-  });
+  };
+  app.get("/openapi.json", (c) => c.json(finishDocument(app.getOpenAPI31Document(documentConfig))));
   app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "gpulease API" }));
 
   app.notFound((c) =>
