@@ -51,11 +51,14 @@ export async function followRent(client, url, lease, options) {
     const { events } = jsonOnly(
       await call(client.GET("/v1/leases/{id}/events", { params: { path: { id }, query: { after: seq } } }), url),
     );
+    lease = await call(client.GET("/v1/leases/{id}", { params: { path: { id } } }), url);
+    const rest = () => `${elapsed(Date.now() - started)} · ${money(lease.cost, lease.currency)} so far · ${id}`;
     for (const event of events) {
       seq = Math.max(seq, event.seq);
-      phase = phases[event.kind] ?? phase;
+      // Every phase is shown, even one that came and went between two polls.
+      const next = phases[event.kind];
+      if (next && next !== phase) line.show((phase = next), rest());
     }
-    lease = await call(client.GET("/v1/leases/{id}", { params: { path: { id } } }), url);
     if (lease.status === "running") {
       line.done();
       if (options.json) process.stdout.write(`${JSON.stringify(lease, null, 2)}\n`);
@@ -76,7 +79,7 @@ export async function followRent(client, url, lease, options) {
         null,
       );
     }
-    line.show(phase, `${elapsed(Date.now() - started)} · ${money(lease.cost, lease.currency)} so far · ${id}`);
+    line.show(phase, rest());
     await sleep(POLL_MS);
   }
 }
