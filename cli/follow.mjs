@@ -57,7 +57,10 @@ export async function followRent(client, url, lease, options) {
       seq = Math.max(seq, event.seq);
       // Every phase is shown, even one that came and went between two polls.
       const next = phases[event.kind];
-      if (next && next !== phase) line.show((phase = next), rest());
+      if (next && next !== phase) {
+        phase = next;
+        line.show(phase, rest());
+      }
     }
     if (lease.status === "running") {
       line.done();

@@ -19,9 +19,21 @@ if (migrate.status !== 0) process.exit(migrate.status ?? 1);
 console.log(`\ngpulease local: admin token "${adminToken ?? "(see .dev.vars)"}"`);
 console.log(`  curl -H "Authorization: Bearer ${adminToken}" http://localhost:8787/v1/offers\n`);
 
-const dev = spawn(wrangler, ["dev", "--test-scheduled", "--var", "ENABLE_SIM:true", ...process.argv.slice(2)], {
-  stdio: "inherit",
-  env,
-});
+const dev = spawn(
+  wrangler,
+  [
+    "dev",
+    "--test-scheduled",
+    "--var",
+    "ENABLE_SIM:true",
+    "--var",
+    "ALLOW_HTTP_WEBHOOKS:true",
+    ...process.argv.slice(2),
+  ],
+  {
+    stdio: "inherit",
+    env,
+  },
+);
 for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => dev.kill(signal));
 dev.on("exit", (code) => process.exit(code ?? 0));
