@@ -1,3 +1,5 @@
+// Compile-time check of the typed client (tsc -p test/e2e, part of npm run typecheck): calls
+// typed from client/schema.d.ts, and an unknown path is a type error.
 import { createGpuleaseClient } from "../../client/index.mjs";
 
 const c = createGpuleaseClient({ baseUrl: "http://x", token: "t" });
