@@ -153,7 +153,7 @@ describe("cross-site requests", () => {
 
   it("refuses a same-origin post without the session's anti-forgery value", async () => {
     const { cookie } = await signIn();
-    for (const form of [{}, { _csrf: "forged" }]) {
+    for (const form of [{}, { _csrf: "forged" }] as Record<string, string>[]) {
       const res = await browse("/stop-all", { cookie, form: { ...form, confirm: "STOP ALL" } });
       expect(res.status).toBe(403);
     }

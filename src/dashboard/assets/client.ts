@@ -148,28 +148,9 @@ export const CLIENT_SCRIPT = `"use strict";
     });
   }
 
-  function rentEstimate() {
-    var form = document.querySelector("form[data-worst-case]");
-    if (!form) return;
-    var out = document.getElementById("estimate");
-    var price = Number(form.dataset.priceUsd), boot = Number(form.dataset.bootMinutes), minBilled = Number(form.dataset.minBilled);
-    var accepted = form.dataset.billing === "accepted";
-    var update = function () {
-      var minutes = Number(form.elements.max_minutes.value), cap = Number(form.elements.max_cost.value);
-      if (!price || !minutes) { out.textContent = ""; return; }
-      var billed = accepted ? boot + minutes : Math.max(minutes, minBilled);
-      var worst = price * billed / 60;
-      if (cap > 0 && cap < worst) worst = cap;
-      out.textContent = "Worst case at this offer: " + new Intl.NumberFormat("en-US", { style: "currency", currency: "USD" }).format(worst);
-    };
-    form.addEventListener("input", update);
-    update();
-  }
-
   document.addEventListener("DOMContentLoaded", function () {
     enhance(document);
     confirmTyped(document);
-    rentEstimate();
     setInterval(tick, 1000);
     var live = document.body.dataset.live;
     if (live && window.EventSource) follow(live);
