@@ -93,6 +93,7 @@ export function TimeLeft({ view }: { view: LeaseView }) {
 }
 
 export function AccessList({ lease }: { lease: Lease }) {
+  if (lease.status === "stopped") return <span class="muted">—</span>;
   const urls = lease.access?.urls ?? [];
   const ssh = lease.access?.ssh;
   if (!urls.length && !ssh) return <span class="muted">{lease.status === "provisioning" ? "not yet" : "—"}</span>;
@@ -100,9 +101,13 @@ export function AccessList({ lease }: { lease: Lease }) {
     <ul class="access">
       {urls.map((url) => (
         <li>
-          <a href={url} rel="noreferrer noopener" target="_blank">
+          {/^https?:\/\//.test(url) ? (
+            <a href={url} rel="noreferrer noopener" target="_blank">
+              <code>{url}</code>
+            </a>
+          ) : (
             <code>{url}</code>
-          </a>{" "}
+          )}{" "}
           <button type="button" class="copy" data-copy={url} aria-label={`Copy ${url}`} hidden>
             Copy
           </button>
@@ -152,7 +157,7 @@ export function LeaseName({ lease }: { lease: Lease }) {
         {lease.name ?? lease.gpu ?? lease.id}
       </a>
       <br />
-      <code class="muted small">{lease.id}</code>
+      <code class="muted id">{lease.id}</code>
     </>
   );
 }
@@ -168,7 +173,8 @@ export interface LeaseTableProps {
 /** A table of leases; each row carries data-lease-id and data-status, each stop control is named "Stop". */
 export function LeaseTable({ views, caller, csrf, caption, empty }: LeaseTableProps) {
   if (!views.length) return <Empty>{empty}</Empty>;
-  const canStop = hasScope(caller, "stop");
+  const stoppable = (v: LeaseView) => v.lease.status === "provisioning" || v.lease.status === "running";
+  const canStop = hasScope(caller, "stop") && views.some(stoppable);
   return (
     <div class="table-wrap">
       <table class="cards">
@@ -196,7 +202,6 @@ export function LeaseTable({ views, caller, csrf, caption, empty }: LeaseTablePr
         <tbody>
           {views.map((view) => {
             const { lease } = view;
-            const stoppable = lease.status === "provisioning" || lease.status === "running";
             return (
               <tr data-lease-id={lease.id} data-status={lease.status}>
                 <td data-label="Lease">
@@ -230,7 +235,7 @@ export function LeaseTable({ views, caller, csrf, caption, empty }: LeaseTablePr
                 </td>
                 {canStop ? (
                   <td data-label="Actions" class="actions">
-                    {stoppable ? <StopButton lease={lease} csrf={csrf} back="/" /> : null}
+                    {stoppable(view) ? <StopButton lease={lease} csrf={csrf} back="/" /> : null}
                   </td>
                 ) : null}
               </tr>

@@ -91,6 +91,13 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
   app.get("/live", (c) => liveStream(c));
 
   const pages = new Hono<DashEnv>();
+  // Refused before the session is even looked at: a cross-site post changes nothing, signed in or not.
+  pages.use("*", async (c, next) => {
+    if (c.req.method !== "GET" && c.req.method !== "HEAD" && crossSite(c)) {
+      return c.text("cross-site form posts are refused", 403);
+    }
+    await next();
+  });
   pages.use("*", requireSession);
   pages.post("*", requireSameSiteForm);
 

@@ -85,6 +85,7 @@ export function Layout(props: LayoutProps) {
           <meta charset="utf-8" />
           <meta name="viewport" content="width=device-width, initial-scale=1" />
           <meta name="color-scheme" content="light dark" />
+          <link rel="icon" href="data:," />
           <title>{`${props.title} · gpulease`}</title>
           <link rel="stylesheet" href={`/assets/dashboard.css?v=${ASSET_VERSION}`} />
           <script src={`/assets/dashboard.js?v=${ASSET_VERSION}`} defer></script>

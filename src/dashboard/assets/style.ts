@@ -61,13 +61,14 @@ main { max-width: 80rem; margin: 0 auto; padding: 1.5rem 1.25rem 3rem; }
 .panel-ok { border-color: var(--ok); }
 .empty { background: var(--surface); border: 1px dashed var(--line); border-radius: 10px; padding: 1.25rem; color: var(--muted); }
 
-.table-wrap { overflow-x: auto; background: var(--surface); border: 1px solid var(--line); border-radius: 10px; }
+.table-wrap { margin: 0 0 1.25rem; overflow-x: auto; background: var(--surface); border: 1px solid var(--line); border-radius: 10px; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: 0.6rem 0.75rem; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { font-size: 0.8rem; text-transform: uppercase; letter-spacing: 0.04em; color: var(--muted); font-weight: 600; }
 tbody tr:last-child td { border-bottom: 0; }
 td.actions { text-align: right; white-space: nowrap; }
 .lease-name { font-weight: 600; }
+code.id { white-space: nowrap; font-size: 0.78rem; }
 ul.access { list-style: none; margin: 0; padding: 0; }
 ul.access li { margin: 0 0 0.25rem; }
 
@@ -106,7 +107,9 @@ dl.facts dd { margin: 0; }
 .figure { font-size: 1.6rem; font-weight: 700; font-variant-numeric: tabular-nums; }
 meter { width: 100%; height: 0.9rem; }
 ol.events { list-style: none; margin: 0; padding: 0; }
-ol.events li { padding: 0.45rem 0; border-bottom: 1px solid var(--line); }
+ol.events { padding: 0; }
+ol.events li { padding: 0.5rem 1rem; border-bottom: 1px solid var(--line); }
+ol.events li:last-child { border-bottom: 0; }
 ol.events .kind { font-weight: 600; }
 .worst { font-size: 1.25rem; }
 .login { max-width: 26rem; margin: 12vh auto; }
@@ -121,8 +124,10 @@ ol.events .kind { font-weight: 600; }
   table.cards thead { display: none; }
   table.cards, table.cards tbody, table.cards tr, table.cards td { display: block; width: 100%; }
   table.cards tr { background: var(--surface); border: 1px solid var(--line); border-radius: 10px; margin: 0 0 0.75rem; padding: 0.25rem 0; }
-  table.cards td { display: grid; grid-template-columns: 7.5rem 1fr; gap: 0.75rem; border: 0; padding: 0.35rem 0.9rem; text-align: left; }
-  table.cards td::before { content: attr(data-label); color: var(--muted); font-size: 0.8rem; font-weight: 600; text-transform: uppercase; letter-spacing: 0.03em; }
+  table.cards td { position: relative; border: 0; padding: 0.35rem 0.9rem 0.35rem 9rem; text-align: left; min-height: 2rem; }
+  table.cards td::before { content: attr(data-label); position: absolute; left: 0.9rem; top: 0.45rem; width: 7.5rem; color: var(--muted); font-size: 0.75rem; font-weight: 600; text-transform: uppercase; letter-spacing: 0.03em; }
+  table.cards td.actions { padding-top: 0.6rem; padding-bottom: 0.6rem; }
+  table.cards td.actions::before { content: none; }
   table.cards td.actions { text-align: left; }
   table.cards td.r { text-align: left; }
 }

@@ -10,6 +10,7 @@ export function LoginPage(props: { next: string; message?: string; error?: strin
           <meta charset="utf-8" />
           <meta name="viewport" content="width=device-width, initial-scale=1" />
           <meta name="color-scheme" content="light dark" />
+          <link rel="icon" href="data:," />
           <title>Sign in · gpulease</title>
           <link rel="stylesheet" href={`/assets/dashboard.css?v=${ASSET_VERSION}`} />
         </head>

@@ -143,7 +143,9 @@ export function OffersPage(props: {
                   </td>
                   <td data-label="Provider">
                     {o.provider}
-                    {o.cloud ? <span class="muted small"> {o.cloud.toLowerCase()}</span> : null}
+                    {o.cloud && o.cloud.toLowerCase() !== o.provider ? (
+                      <span class="muted small"> {o.cloud.toLowerCase()}</span>
+                    ) : null}
                   </td>
                   <td data-label="VRAM" class="r">
                     {o.vram_gb} GB

@@ -82,7 +82,7 @@ export function SchedulesPage(props: { schedules: Schedule[]; caller: Caller; cs
                   {canRun ? (
                     <form method="post" action={`/schedules/${s.id}/run`} class="inline">
                       <CsrfField csrf={props.csrf} />
-                      <button type="submit" aria-label={`Run ${s.name} now`}>
+                      <button type="submit" aria-label={`Run now: ${s.name}`}>
                         Run now
                       </button>
                     </form>
