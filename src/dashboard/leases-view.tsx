@@ -50,6 +50,22 @@ export function leaseView(row: LeaseRow, now: number, config: Config): LeaseView
   };
 }
 
+const STOP_REASONS: Record<string, string> = {
+  requested: "stopped on request",
+  max_minutes: "max_minutes reached",
+  max_cost: "max_cost reached",
+  job_done: "the job reported done",
+  start_timeout: "never started",
+  budget: "budget reached",
+  reaper: "stopped by the reaper",
+  rent_failed: "rental failed",
+};
+
+/** Why a lease stopped, in words. */
+export function stopReasonText(reason: string | null): string | null {
+  return reason ? (STOP_REASONS[reason] ?? reason.replace(/_/g, " ")) : null;
+}
+
 /** The figure the page script keeps ticking: its data-* attributes say from what and how fast. */
 export function CostSoFar({ view }: { view: LeaseView }) {
   const { lease } = view;
@@ -210,7 +226,7 @@ export function LeaseTable({ views, caller, csrf, caption, empty }: LeaseTablePr
                 <td data-label="Status">
                   <StatusBadge status={lease.status} /> <Teardown lease={lease} />
                   {lease.stop_reason ? (
-                    <span class="muted small block">{lease.stop_reason.replace(/_/g, " ")}</span>
+                    <span class="muted small block">{stopReasonText(lease.stop_reason)}</span>
                   ) : null}
                 </td>
                 <td data-label="Machine">

@@ -83,6 +83,7 @@ ul.access li { margin: 0 0 0.25rem; }
 button, .button { font: inherit; border-radius: 8px; border: 1px solid var(--line); background: var(--surface); color: var(--text);
   padding: 0.4rem 0.9rem; cursor: pointer; text-decoration: none; display: inline-block; }
 button:hover { border-color: var(--muted); }
+button:disabled { opacity: 0.5; cursor: not-allowed; }
 button.primary, .button.primary { background: var(--accent); color: var(--accent-text); border-color: var(--accent); font-weight: 600; }
 button.danger { background: var(--danger); color: var(--danger-text); border-color: var(--danger); font-weight: 600; }
 button.link { background: none; border: 0; padding: 0; color: var(--accent); text-decoration: underline; }

@@ -2,7 +2,16 @@ import { hasScope } from "../../auth/middleware";
 import type { LeaseEvent } from "../../leases/schema";
 import type { Caller } from "../../services";
 import { money } from "../format";
-import { AccessList, CostSoFar, EventItem, LeaseTable, type LeaseView, StopButton, TimeLeft } from "../leases-view";
+import {
+  AccessList,
+  CostSoFar,
+  EventItem,
+  LeaseTable,
+  type LeaseView,
+  StopButton,
+  stopReasonText,
+  TimeLeft,
+} from "../leases-view";
 import { CsrfField, StatusBadge, Time } from "../ui";
 
 export const STOP_ALL_PHRASE = "STOP ALL";
@@ -108,7 +117,7 @@ export function LeaseDetail({ view, caller, csrf }: { view: LeaseView; caller: C
         <dt>Status</dt>
         <dd>
           <StatusBadge status={lease.status} />
-          {lease.stop_reason ? <span class="muted"> {lease.stop_reason.replace(/_/g, " ")}</span> : null}
+          {lease.stop_reason ? <span class="muted"> {stopReasonText(lease.stop_reason)}</span> : null}
         </dd>
         <dt>Teardown</dt>
         <dd>

@@ -5,7 +5,7 @@ import type { ReaperRun } from "../../reaper/runs";
 import type { Schedule } from "../../schedules/schema";
 import type { Caller } from "../../services";
 import { money } from "../format";
-import { CsrfField, Empty, StatusBadge, Time } from "../ui";
+import { CsrfField, Empty, Time } from "../ui";
 
 export function SchedulesPage(props: { schedules: Schedule[]; caller: Caller; csrf: string }) {
   if (!props.schedules.length) {
@@ -41,7 +41,7 @@ export function SchedulesPage(props: { schedules: Schedule[]; caller: Caller; cs
             <tr data-schedule-id={s.id}>
               <td data-label="Schedule">
                 <strong>{s.name}</strong>
-                <code class="muted small block">{s.id}</code>
+                <code class="muted id block">{s.id}</code>
               </td>
               <td data-label="When">
                 <code>{s.cron}</code>
@@ -297,7 +297,7 @@ export function TokensPage(props: { tokens: TokenRow[]; csrf: string; created?: 
                 <tr data-token-id={t.id}>
                   <td data-label="Name">
                     <strong>{t.name}</strong>
-                    <code class="muted small block">{t.id}</code>
+                    <code class="muted id block">{t.id}</code>
                   </td>
                   <td data-label="Scopes">{t.scopes.join(", ")}</td>
                   <td data-label="Created">
@@ -309,7 +309,7 @@ export function TokensPage(props: { tokens: TokenRow[]; csrf: string; created?: 
                   <td data-label="State">
                     {t.revoked_at ? (
                       <span>
-                        <StatusBadge status="stopped" /> revoked <Time at={t.revoked_at} />
+                        <span class="badge badge-off">revoked</span> <Time at={t.revoked_at} />
                       </span>
                     ) : (
                       <form method="post" action={`/tokens/${t.id}/revoke`} class="inline">
