@@ -1,4 +1,5 @@
 import { type Context, Hono } from "hono";
+import { createMiddleware } from "hono/factory";
 import type { Child } from "hono/jsx";
 import { callerForToken } from "../auth/middleware";
 import { closeSession, openSession, SESSION_TTL_MS } from "../auth/sessions";
@@ -38,19 +39,39 @@ const CSP = [
 
 type Ctx = Context<DashEnv>;
 
+/** Paths served without a session. */
+const PUBLIC_PATHS = ["/assets/*", "/login", "/live"];
+/** Every page and action: a live session, and for posts the same-origin and anti-forgery checks. */
+const SESSION_PATHS = [
+  "/",
+  "/logout",
+  "/leases/*",
+  "/stop-all",
+  "/offers",
+  "/rent",
+  "/schedules",
+  "/schedules/*",
+  "/account",
+  "/reaper",
+  "/tokens",
+  "/tokens/*",
+];
+
 /** The web dashboard: pages for people, every action through the HTTP API as the signed-in token. */
 export function dashboardRoutes(fetchApi: ApiFetch) {
   const app = new Hono<DashEnv>();
   const api = <T,>(c: Ctx, method: "GET" | "POST" | "PATCH" | "DELETE", path: string, json?: unknown, headers = {}) =>
     callApi<T>(c, fetchApi, method, path, json, headers);
 
-  app.use("*", async (c, next) => {
+  const securityHeaders = createMiddleware<DashEnv>(async (c, next) => {
     await next();
     c.header("Content-Security-Policy", CSP);
     c.header("X-Content-Type-Options", "nosniff");
     c.header("Referrer-Policy", "same-origin");
     if (!c.res.headers.has("Cache-Control")) c.header("Cache-Control", "no-store");
   });
+  // Only the dashboard's own paths: /v1, /docs and unknown paths keep the API's behaviour.
+  for (const path of [...PUBLIC_PATHS, ...SESSION_PATHS]) app.use(path, securityHeaders);
 
   app.get("/assets/dashboard.css", (c) =>
     c.body(STYLE, 200, { "Content-Type": "text/css; charset=utf-8", "Cache-Control": "public, max-age=86400" }),
@@ -90,16 +111,18 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
   // /live checks its session itself on every tick, so that an ended session is told, not redirected.
   app.get("/live", (c) => liveStream(c));
 
-  const pages = new Hono<DashEnv>();
-  // Refused before the session is even looked at: a cross-site post changes nothing, signed in or not.
-  pages.use("*", async (c, next) => {
-    if (c.req.method !== "GET" && c.req.method !== "HEAD" && crossSite(c)) {
-      return c.text("cross-site form posts are refused", 403);
-    }
-    await next();
-  });
-  pages.use("*", requireSession);
-  pages.post("*", requireSameSiteForm);
+  const pages = app;
+  for (const path of SESSION_PATHS) {
+    // Refused before the session is even looked at: a cross-site post changes nothing, signed in or not.
+    pages.use(path, async (c, next) => {
+      if (c.req.method !== "GET" && c.req.method !== "HEAD" && crossSite(c)) {
+        return c.text("cross-site form posts are refused", 403);
+      }
+      await next();
+    });
+    pages.use(path, requireSession);
+    pages.post(path, requireSameSiteForm);
+  }
 
   /** A full page with the alarms on top. */
   const page = async (
@@ -346,7 +369,6 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
     return c.redirect("/tokens", 303);
   });
 
-  app.route("/", pages);
   return app;
 }
 
