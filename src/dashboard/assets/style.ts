@@ -112,6 +112,7 @@ ol.events { padding: 0; }
 ol.events li { padding: 0.5rem 1rem; border-bottom: 1px solid var(--line); }
 ol.events li:last-child { border-bottom: 0; }
 ol.events .kind { font-weight: 600; }
+ol.events time { color: var(--muted); font-size: 0.85rem; font-variant-numeric: tabular-nums; }
 .worst { font-size: 1.25rem; }
 .login { max-width: 26rem; margin: 12vh auto; }
 .token-once { background: var(--b-running); color: var(--b-running-t); padding: 0.75rem; border-radius: 8px; word-break: break-all; }
@@ -131,5 +132,6 @@ ol.events .kind { font-weight: 600; }
   table.cards td.actions::before { content: none; }
   table.cards td.actions { text-align: left; }
   table.cards td.r { text-align: left; }
+  ol.events time { display: block; }
 }
 `;
