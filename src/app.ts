@@ -75,7 +75,10 @@ export function createApp(options: AppOptions = {}) {
   app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "gpulease API" }));
 
   // The web dashboard at /: its pages call the routes above in-process, as the signed-in token.
-  app.route("/", dashboardRoutes((request, env, ctx) => Promise.resolve(app.fetch(request, env, ctx))));
+  app.route(
+    "/",
+    dashboardRoutes((request, env, ctx) => Promise.resolve(app.fetch(request, env, ctx))),
+  );
 
   app.notFound((c) =>
     c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}`, code: "not_found" as const }, 404),
