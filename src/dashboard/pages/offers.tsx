@@ -238,13 +238,16 @@ export function RentForm(props: { fields: RentFields; csrf: string; problem: Api
           <Field id="r-vram" name="vram_gb" label="Min. VRAM (GB)" type="number" min="1" step="1" value={v.vram_gb} />
         </div>
         <div>
-          <label for="r-template">Template</label>
+          <label for="r-template">
+            Template
+            <span class="hint">ollama: an Ollama server on port 11434; custom: your image and command</span>
+          </label>
           <select id="r-template" name="template">
             <option value="ollama" selected={v.template !== "custom"}>
-              ollama (an Ollama server on port 11434)
+              ollama
             </option>
             <option value="custom" selected={v.template === "custom"}>
-              custom (your image and command)
+              custom
             </option>
           </select>
         </div>
