@@ -1,6 +1,7 @@
 import { type Context, Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { Child } from "hono/jsx";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { callerForToken } from "../auth/middleware";
 import { closeSession, openSession, SESSION_TTL_MS } from "../auth/sessions";
 import type { TokenRow } from "../auth/tokens-store";
@@ -127,7 +128,7 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
   /** A full page with the alarms on top. */
   const page = async (
     c: Ctx,
-    props: { title: string; current: string; live?: string; status?: 200 | 201 | 400 | 403 | 404 | 409 | 502 },
+    props: { title: string; current: string; live?: string; status?: ContentfulStatusCode },
     body: Child,
   ) => {
     const session = c.get("session");
@@ -147,7 +148,7 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
     );
   };
   const problemPage = (c: Ctx, title: string, current: string, problem: ApiProblem) =>
-    page(c, { title, current, status: problem.status === 403 ? 403 : 502 }, <ErrorPanel problem={problem} />);
+    page(c, { title, current, status: pageStatus(problem) }, <ErrorPanel problem={problem} />);
   const cannotRead = (c: Ctx, title: string, current: string) =>
     problemPage(c, title, current, {
       status: 403,
@@ -264,7 +265,7 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
     const again = (problem: ApiProblem) =>
       page(
         c,
-        { title: "Rent a machine", current: "/offers", status: problem.status === 403 ? 403 : 400 },
+        { title: "Rent a machine", current: "/offers", status: pageStatus(problem) },
         <RentForm fields={fields} csrf={csrf} problem={problem} />,
       );
     const body = leaseBody(fields);
@@ -370,6 +371,11 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
   });
 
   return app;
+}
+
+/** A page that shows an API error answers with the API's own 4xx; anything else is a 502. */
+function pageStatus(problem: ApiProblem): ContentfulStatusCode {
+  return problem.status >= 400 && problem.status < 500 ? (problem.status as ContentfulStatusCode) : 502;
 }
 
 const RENT_FIELD_NAMES = [
