@@ -5,6 +5,7 @@ import { accountRoutes } from "./account/routes";
 import { authenticate, enforceScope, rateLimit } from "./auth/middleware";
 import { tokenRoutes } from "./auth/routes";
 import { ConfigError, loadConfig } from "./config";
+import { dashboardRoutes } from "./dashboard/routes";
 import { ApiError, ErrorSchema } from "./errors";
 import { leaseCallbackRoutes, leaseRoutes } from "./leases/routes";
 import { offerRoutes } from "./offers/routes";
@@ -77,6 +78,12 @@ export function createApp(options: AppOptions = {}) {
   };
   app.get("/openapi.json", (c) => c.json(finishDocument(app.getOpenAPI31Document(documentConfig))));
   app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "gpulease API" }));
+
+  // The web dashboard at /: its pages call the routes above in-process, as the signed-in token.
+  app.route(
+    "/",
+    dashboardRoutes((request, env, ctx) => Promise.resolve(app.fetch(request, env, ctx))),
+  );
 
   app.notFound((c) =>
     c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}`, code: "not_found" as const }, 404),
