@@ -4,10 +4,12 @@ import { DISPATCHER_CRON, REAPER_CRON } from "./cron";
 import { runReaper } from "./reaper/reaper";
 import { runDispatcher } from "./schedules/dispatcher";
 import { createServices } from "./services";
+import { wakeOutbox } from "./webhooks/sender";
 
 export { RateLimiter } from "./auth/rate-limiter";
 export { LeaseKeeper } from "./keeper/keeper";
 export { SimCloud } from "./sim/cloud";
+export { WebhookSender } from "./webhooks/sender";
 
 const app = createApp();
 
@@ -17,10 +19,11 @@ export default {
     const services = createServices(env, loadConfig(env));
     switch (controller.cron) {
       case DISPATCHER_CRON:
-        ctx.waitUntil(runDispatcher(services, controller.scheduledTime));
+        // Then the webhook outbox: catches up anything a lost wake left (at most a minute late).
+        ctx.waitUntil(runDispatcher(services, controller.scheduledTime).finally(() => wakeOutbox(env)));
         break;
       case REAPER_CRON:
-        ctx.waitUntil(runReaper(services));
+        ctx.waitUntil(runReaper(services).finally(() => wakeOutbox(env)));
         break;
       default:
         services.log.warn("unknown_cron", { cron: controller.cron });

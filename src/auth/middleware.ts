@@ -1,7 +1,8 @@
 import { createMiddleware } from "hono/factory";
 import { ApiError } from "../errors";
 import { bearerToken, secretsEqual } from "../lib/crypto";
-import type { AppEnv, Caller, Scope } from "../services";
+import type { AppEnv, Caller, Scope, Services } from "../services";
+import { internalCallerOf } from "./internal";
 import { accessRuleFor } from "./policy";
 import type { RateLimiter } from "./rate-limiter";
 import type { Admission } from "./rate-window";
@@ -9,6 +10,12 @@ import { findActiveToken } from "./tokens-store";
 
 /** Resolves the bearer token of a /v1 request into a Caller, or answers 401. */
 export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
+  // The dashboard calls the API in-process as its signed-in session's caller.
+  const internal = internalCallerOf(c.req.raw);
+  if (internal) {
+    c.set("caller", internal);
+    return next();
+  }
   const token = bearerToken(c.req.header("Authorization"));
   if (!token) {
     throw new ApiError(
@@ -20,14 +27,7 @@ export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
       },
     );
   }
-  const { config, db, clock } = c.get("services");
-  let caller: Caller | null = null;
-  if (config.secrets.adminToken && (await secretsEqual(token, config.secrets.adminToken))) {
-    caller = { tokenId: null, scopes: ["admin"] };
-  } else {
-    const stored = await findActiveToken(db, token, clock());
-    if (stored) caller = { tokenId: stored.id, scopes: stored.scopes };
-  }
+  const caller = await callerForToken(c.get("services"), token);
   if (!caller) {
     throw new ApiError(
       "unauthorized",
@@ -41,6 +41,16 @@ export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
   c.set("caller", caller);
   await next();
 });
+
+/** The caller a bearer token stands for: ADMIN_TOKEN, an unrevoked scoped token, or null. */
+export async function callerForToken(services: Services, token: string): Promise<Caller | null> {
+  const { config, db, clock } = services;
+  if (config.secrets.adminToken && (await secretsEqual(token, config.secrets.adminToken))) {
+    return { tokenId: null, scopes: ["admin"] };
+  }
+  const stored = await findActiveToken(db, token, clock());
+  return stored ? { tokenId: stored.id, scopes: stored.scopes } : null;
+}
 
 /** True when the caller holds `scope`; admin holds every scope. */
 export function hasScope(caller: Caller, scope: Scope): boolean {
