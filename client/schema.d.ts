@@ -194,6 +194,8 @@ export interface components {
           error: string;
         }[];
       lease_id?: string;
+      /** @description this request's id, also sent as X-Request-Id; quote it when reporting an error */
+      request_id?: string;
       /** @description seconds to wait before retrying (rate_limited); also sent as the Retry-After header */
       retry_after?: number;
     };
