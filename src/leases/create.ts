@@ -12,14 +12,17 @@ import type { Services } from "../services";
 import { wakeOutbox } from "../webhooks/sender";
 import {
   appendEvents,
+  getLease,
   getLeaseByIdempotencyKey,
   insertLease,
   type LeaseRow,
   lookupHintFor,
   type NewEvent,
+  recordMachine,
   type StoredSpec,
   toLease,
   updateLeaseIf,
+  writeAheadCreate,
 } from "./ledger";
 import type { Lease, LeaseInput, RESERVED_ENV_PREFIX, RentAttempt } from "./schema";
 
@@ -97,6 +100,23 @@ export async function createLease(
   await appendEvents(services.db, leaseId, iso(now), [
     { kind: "created", detail: `${offers.length} offer(s) to try: ${offers.map((o) => o.offer_id).join(", ")}` },
   ]);
+  // Write-ahead: the keeper's alarm is armed before any create is sent, so a request that dies
+  // at any later await leaves a lease its keeper resolves (it looks the label up, then tears down).
+  try {
+    await keeperFor(services.env, leaseId).start(leaseId);
+  } catch (error) {
+    const detail = `the lease's keeper could not be started: ${safeMessage(services, error)}`;
+    // Nothing was sent to a provider yet, so nothing can exist.
+    await updateLeaseIf(services.db, leaseId, ["provisioning"], {
+      status: "stopped",
+      stop_reason: "rent_failed",
+      stop_requested_at: iso(now),
+      stopped_at: iso(now),
+      teardown_verified_at: iso(now),
+      error: detail,
+    });
+    throw new ApiError("provider_error", `${detail}; nothing was rented`, { lease_id: leaseId });
+  }
 
   const base = services.config.publicUrl ?? options.origin?.replace(/\/+$/, "") ?? LOCAL_ORIGIN;
   const callbackUrl = `${base}/v1/leases/${leaseId}/done`;
@@ -182,6 +202,8 @@ async function affordable(services: Services, input: LeaseInput, offers: RankedO
 type Outcome =
   | { kind: "rented"; offer: RankedOffer; ref: string; pricePerHour: number | null }
   | { kind: "unknown"; offer: RankedOffer; error: string }
+  /** a stop arrived before the next create: none was sent */
+  | { kind: "stopped_meanwhile" }
   | { kind: "failed" };
 
 async function rent(
@@ -205,6 +227,14 @@ async function rent(
     if (!provider) {
       attempts.push({ offer_id: offer.offer_id, error: `${offer.provider} is not configured` });
       continue;
+    }
+    // Write-ahead: the create is on record before it is sent, so whatever happens next the keeper
+    // knows where to look for a machine.
+    const sent = { provider: offer.provider, offer_id: offer.offer_id, sent_at: iso(services.clock()) };
+    if (!(await writeAheadCreate(services.db, lease.id, sent))) {
+      events.push({ kind: "rent_interrupted", detail: "a stop arrived while renting: no further create is sent" });
+      outcome = { kind: "stopped_meanwhile" };
+      break;
     }
     const result = await provider
       .rent(offer.source, spec)
@@ -240,8 +270,9 @@ async function rent(
   switch (outcome.kind) {
     case "rented": {
       const offer = outcome.offer;
-      // "stopping" too: a stop may have arrived while we were renting; the keeper then tears down.
-      const row = await updateLeaseIf(services.db, lease.id, ["provisioning", "stopping"], {
+      // Whatever the status has become (a stop may have arrived while we were renting): the
+      // machine is on record, and a stopping lease's keeper tears it down.
+      const row = await recordMachine(services.db, lease.id, {
         provider: offer.provider,
         provider_ref: outcome.ref,
         offer_id: offer.offer_id,
@@ -252,12 +283,19 @@ async function rent(
         currency: offer.currency,
         spec: { ...lease.spec, min_billed_minutes: offer.min_billed_minutes },
         expected_cost: worstCaseUsd(offer, { max_minutes: lease.max_minutes, max_cost: lease.max_cost ?? undefined }),
+        billing_starts_at: services.providers.get(offer.provider)?.billingStartsAt ?? "accepted",
         attempts: attempts.length ? JSON.stringify(attempts) : null,
         rented_at: iso(now),
       });
       events.push({ kind: "rented", detail: `${offer.offer_id} as ${outcome.ref}` });
       await appendEvents(services.db, lease.id, iso(now), events);
       await startKeeper(services, keeper, lease.id);
+      return { lease: toLease(row ?? lease), created: true };
+    }
+    case "stopped_meanwhile": {
+      await appendEvents(services.db, lease.id, iso(now), events);
+      await startKeeper(services, keeper, lease.id);
+      const row = await getLease(services.db, lease.id);
       return { lease: toLease(row ?? lease), created: true };
     }
     case "unknown": {
