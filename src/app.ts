@@ -4,7 +4,7 @@ import { HTTPException } from "hono/http-exception";
 import { accountRoutes } from "./account/routes";
 import { authenticate, enforceScope, rateLimit } from "./auth/middleware";
 import { tokenRoutes } from "./auth/routes";
-import { ConfigError, loadConfig } from "./config";
+import { ConfigError, loadSettings } from "./config";
 import { dashboardRoutes } from "./dashboard/routes";
 import { ApiError, ErrorSchema } from "./errors";
 import { leaseCallbackRoutes, leaseRoutes } from "./leases/routes";
@@ -43,7 +43,23 @@ export function createApp(options: AppOptions = {}) {
   const app = createRouter();
 
   app.use("*", async (c, next) => {
-    c.set("services", options.services ? options.services(c.env) : createServices(c.env, loadConfig(c.env)));
+    if (options.services) {
+      c.set("services", options.services(c.env));
+      return next();
+    }
+    const { config, invalid } = loadSettings(c.env);
+    const path = new URL(c.req.url).pathname;
+    if (invalid.length && (path === "/health" || path.startsWith("/v1/"))) {
+      // Nothing is rented or changed on settings nobody meant; keepers and the reaper go on.
+      const error = `invalid configuration: ${invalid.join("; ")}`;
+      console.error(error);
+      const body =
+        path === "/health"
+          ? { ok: false as const, code: "config_invalid" as const, error }
+          : { error, code: "config_invalid" as const };
+      return c.json(body, 503);
+    }
+    c.set("services", createServices(c.env, config));
     await next();
   });
 

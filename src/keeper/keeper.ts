@@ -1,5 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
-import { loadConfig } from "../config";
+import { loadSettings } from "../config";
 import { appendEvents, getLease, type LeaseRow, lookupHintFor, type NewEvent, updateLeaseIf } from "../leases/ledger";
 import type { LeaseStatus, StopReason } from "../leases/schema";
 import { iso } from "../lib/time";
@@ -347,7 +347,11 @@ export class LeaseKeeper extends DurableObject<Env> {
   }
 
   private services(): Services {
-    return createServices(this.env, loadConfig(this.env));
+    // A malformed var must not stop caps or teardown: run on the last valid settings, and say so.
+    const { config, invalid } = loadSettings(this.env);
+    if (invalid.length)
+      console.error(`keeper: invalid configuration (${invalid.join("; ")}); using the last valid settings`);
+    return createServices(this.env, config);
   }
 
   private safeMessage(services: Services, error: unknown): string {
