@@ -37,7 +37,10 @@ const OLLAMA_IMAGE = "ollama/ollama:latest";
 const OLLAMA_PORT = 11434;
 
 export interface CreateOptions {
+  /** the caller's key; scoped to the token (or to `idempotencyScope`) before it is stored */
   idempotencyKey?: string | null;
+  /** who owns the key's namespace when it is not a token: the dispatcher's own keys */
+  idempotencyScope?: "dispatcher";
   scheduleId?: string | null;
   tokenId?: string | null;
   /**
@@ -59,7 +62,7 @@ export async function createLease(
   input: LeaseInput,
   options: CreateOptions,
 ): Promise<{ lease: Lease; created: boolean }> {
-  const idempotencyKey = options.idempotencyKey ?? null;
+  const idempotencyKey = scopedIdempotencyKey(options);
   if (idempotencyKey) {
     const existing = await getLeaseByIdempotencyKey(services.db, idempotencyKey);
     if (existing) return { lease: toLease(existing), created: false };
@@ -125,6 +128,18 @@ export async function createLease(
     GPULEASE_CALLBACK_TOKEN: callbackToken,
   });
   return rent(services, inserted.row, offers, spec);
+}
+
+/**
+ * Idempotency keys are scoped to the token that sent them (the admin token and the dispatcher
+ * each have their own scope): the same key from two tokens names two rentals, and no token can
+ * read another's lease through a key or pre-claim the dispatcher's predictable ones.
+ */
+export function scopedIdempotencyKey(options: CreateOptions): string | null {
+  if (!options.idempotencyKey) return null;
+  const scope = options.idempotencyScope ?? (options.tokenId ? `token:${options.tokenId}` : "admin");
+  // A header value cannot hold a line break: the first one splits scope and key unambiguously.
+  return `${scope}\n${options.idempotencyKey}`;
 }
 
 /** The offers listing a lease body asks for: its filters, the best MAX_RENT_ATTEMPTS of them. */

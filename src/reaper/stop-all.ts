@@ -26,6 +26,24 @@ export async function stopAll(services: Services): Promise<StopAllResult> {
   const now = services.clock();
   const { db, config } = services;
   const ledger = await loadLedgerView(db, now);
+  // The ledger first: what it knows stops before any provider is listed (a listing may take
+  // the whole of a slow provider's timeout).
+  const active = ledger.active.filter((l) => l.status === "provisioning" || l.status === "running");
+  const leaseStops = await perform(
+    services,
+    active.map(
+      (lease): PlannedAction => ({
+        kind: "stop_all",
+        provider: lease.provider,
+        provider_ref: lease.provider_ref,
+        lease_id: lease.id,
+        reason: "requested",
+        detail: "stop-all: stopped",
+      }),
+    ),
+    now,
+  );
+
   const listings = await listOwnMachines(services, { vramfarm: [...ledger.vramfarmRefs.keys()] });
   const leasesById = await leasesNamedBy(services, listings, ledger);
 
@@ -58,19 +76,7 @@ export async function stopAll(services: Services): Promise<StopAllResult> {
     planned.push(...diff.actions);
   }
 
-  const active = ledger.active.filter((l) => l.status === "provisioning" || l.status === "running");
-  for (const lease of active) {
-    planned.push({
-      kind: "stop_all",
-      provider: lease.provider,
-      provider_ref: lease.provider_ref,
-      lease_id: lease.id,
-      reason: "requested",
-      detail: "stop-all: stopped",
-    });
-  }
-
-  const actions = await perform(services, planned, now);
+  const actions = [...leaseStops, ...(await perform(services, planned, now))];
   const run: ReaperRun = { at: iso(now), mode: "enforce", providers, actions };
   await db.batch([
     ...actions.flatMap((a) => eventStatements(db, a.lease_id, iso(now), `reaper_${a.kind}`, a.detail)),
