@@ -182,6 +182,17 @@ export type PollResult =
     }
   | { ok: false; error: string };
 
+/**
+ * Money truth: the provider's own price for the machine replaces the offer's as soon as a status
+ * read of a live machine reports one (a 0 for a stopping or gone machine is not a price).
+ */
+export function reportedPrice(lease: LeaseRow, status: MachineStatus): number | null {
+  const price = status.price_per_hour;
+  if (price === null || !(price > 0)) return null;
+  if (status.state !== "running" && status.state !== "booting") return null;
+  return price === lease.price_per_hour ? null : price;
+}
+
 /** Provisioning or running: decide from one status poll. */
 export function decideAfterPoll(
   lease: LeaseRow,
@@ -190,6 +201,25 @@ export function decideAfterPoll(
   now: number,
   s: KeeperSettings,
 ): Decision {
+  const price = poll.ok ? reportedPrice(lease, poll.status) : null;
+  if (price === null) return decideFromPoll(lease, loop, poll, now, s);
+  // From here on cost and caps use the provider's price.
+  const decision = decideFromPoll({ ...lease, price_per_hour: price }, loop, poll, now, s);
+  return {
+    ...decision,
+    patch: { price_per_hour: price, ...decision.patch },
+    events: [
+      {
+        kind: "price_updated",
+        detail:
+          `${lease.price_per_hour ?? "no price"} → ${price} ${lease.currency ?? ""}/h: the provider's own price for this machine`.trim(),
+      },
+      ...decision.events,
+    ],
+  };
+}
+
+function decideFromPoll(lease: LeaseRow, loop: LoopState, poll: PollResult, now: number, s: KeeperSettings): Decision {
   const events: NewEvent[] = [];
   const seen = (summary: string, event: NewEvent) => {
     if (loop.lastSeen !== summary) events.push(event);

@@ -1,4 +1,5 @@
-import { assertWithinBudget } from "../account/budget";
+import { assertWithinBudget, rentalBreach } from "../account/budget";
+import { roundUsd } from "../account/spend";
 import { ApiError } from "../errors";
 import { keeperFor } from "../keeper/client";
 import { randomSecret, sha256Hex } from "../lib/crypto";
@@ -12,6 +13,7 @@ import type { Services } from "../services";
 import { wakeOutbox } from "../webhooks/sender";
 import {
   appendEvents,
+  deleteUnsentLease,
   getLease,
   getLeaseByIdempotencyKey,
   insertLease,
@@ -84,7 +86,10 @@ export async function createLease(
       spec: storedSpec(input),
       max_minutes: input.max_minutes,
       max_cost: input.max_cost ?? null,
-      expected_cost: null,
+      // The reservation the budget check counts: the worst case over the offers to try.
+      expected_cost: offers.length
+        ? Math.max(...offers.map((o) => worstCaseUsd(o, input, billingFor(services, o))))
+        : null,
       schedule_id: options.scheduleId ?? null,
       token_id: options.tokenId ?? null,
       idempotency_key: idempotencyKey,
@@ -98,6 +103,17 @@ export async function createLease(
     throw new ApiError(
       "limit_reached",
       `${services.config.maxActiveLeases} leases are active (MAX_ACTIVE_LEASES); stop one first`,
+    );
+  }
+  const breach = await rentalBreach(services, leaseId);
+  if (breach) {
+    // Refused before anything was sent anywhere: the row goes, as if never written.
+    await deleteUnsentLease(services.db, leaseId);
+    const period = breach.period === "daily" ? "today's" : "this month's";
+    throw new ApiError(
+      "budget_exceeded",
+      `this rental together with the leases before it would take ${period} committed spend to ` +
+        `${roundUsd(breach.amountUsd)} USD, over the ${breach.period} budget of ${breach.budgetUsd} USD`,
     );
   }
   await appendEvents(services.db, leaseId, iso(now), [
@@ -188,12 +204,41 @@ async function candidateOffers(services: Services, input: LeaseInput): Promise<R
   return listed.offers;
 }
 
-/** USD a lease can cost at most on this offer: price × max_minutes, capped by max_cost. */
+/** How an offer's provider bills, for the worst case (from the Provider port). */
+export interface WorstCaseBilling {
+  startsAt: Provider["billingStartsAt"];
+  minimumMinutes: number;
+  startTimeoutMin: number;
+}
+
+export function billingFor(
+  services: Services,
+  offer: Pick<RankedOffer, "provider" | "min_billed_minutes">,
+): WorstCaseBilling {
+  const provider = services.providers.get(offer.provider);
+  return {
+    // An unknown provider is assumed to bill while it boots: the larger worst case.
+    startsAt: provider?.billingStartsAt ?? "accepted",
+    minimumMinutes: Math.max(provider?.minimumBilledMinutes ?? 0, offer.min_billed_minutes),
+    startTimeoutMin: services.config.startTimeoutMin,
+  };
+}
+
+/**
+ * USD a lease can cost at most on this offer: price × (START_TIMEOUT_MIN + max_minutes) where
+ * the provider bills while the machine boots, price × max(max_minutes, minimum) where it bills
+ * from running; `max_cost` when that is smaller.
+ */
 export function worstCaseUsd(
   offer: Pick<RankedOffer, "price_per_hour_usd">,
   input: Pick<LeaseInput, "max_minutes" | "max_cost">,
+  billing: WorstCaseBilling,
 ): number {
-  const byTime = (offer.price_per_hour_usd * input.max_minutes) / 60;
+  const minutes =
+    billing.startsAt === "accepted"
+      ? billing.startTimeoutMin + input.max_minutes
+      : Math.max(input.max_minutes, billing.minimumMinutes);
+  const byTime = (offer.price_per_hour_usd * minutes) / 60;
   return Math.round(Math.min(byTime, input.max_cost ?? Number.POSITIVE_INFINITY) * 1e6) / 1e6;
 }
 
@@ -203,7 +248,7 @@ async function affordable(services: Services, input: LeaseInput, offers: RankedO
   let refusal: unknown = null;
   for (const offer of offers) {
     try {
-      await assertWithinBudget(services, worstCaseUsd(offer, input));
+      await assertWithinBudget(services, worstCaseUsd(offer, input, billingFor(services, offer)));
       kept.push(offer);
     } catch (error) {
       if (!(error instanceof ApiError) || error.code !== "budget_exceeded") throw error;
@@ -297,7 +342,11 @@ async function rent(
         price_per_hour: outcome.pricePerHour ?? offer.price_per_hour,
         currency: offer.currency,
         spec: { ...lease.spec, min_billed_minutes: offer.min_billed_minutes },
-        expected_cost: worstCaseUsd(offer, { max_minutes: lease.max_minutes, max_cost: lease.max_cost ?? undefined }),
+        expected_cost: worstCaseUsd(
+          offer,
+          { max_minutes: lease.max_minutes, max_cost: lease.max_cost ?? undefined },
+          billingFor(services, offer),
+        ),
         billing_starts_at: services.providers.get(offer.provider)?.billingStartsAt ?? "accepted",
         attempts: attempts.length ? JSON.stringify(attempts) : null,
         rented_at: iso(now),

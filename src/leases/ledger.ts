@@ -318,6 +318,14 @@ export async function updateLeaseIf(
   return row ? parseRow(row) : null;
 }
 
+/** Removes a just-inserted lease no create was ever sent for (a rental refused by the budget). */
+export async function deleteUnsentLease(db: D1Database, leaseId: string): Promise<void> {
+  await db
+    .prepare("DELETE FROM leases WHERE id = ? AND status = 'provisioning' AND creates IS NULL AND provider_ref IS NULL")
+    .bind(leaseId)
+    .run();
+}
+
 /**
  * Write-ahead renting: records the create about to be sent, while the lease is still
  * `provisioning`. False when it is not (a stop arrived): then no create may be sent.
