@@ -43,6 +43,8 @@ export function keeperSettings(config: Config): KeeperSettings {
 export interface LoopState {
   /** when terminate was last sent successfully */
   terminateSentAt: number | null;
+  /** terminates sent in this teardown: the re-send pace doubles with each */
+  terminatesSent: number;
   /** traffic charges reported so far, in the lease's currency */
   trafficCost: number;
   /** the last observation logged, so an unchanged one is not logged every poll */
@@ -60,6 +62,7 @@ export interface LoopState {
 
 export const initialLoopState: LoopState = {
   terminateSentAt: null,
+  terminatesSent: 0,
   trafficCost: 0,
   lastSeen: null,
   unverifiedFlagged: false,
@@ -79,6 +82,7 @@ export function loopFor(lease: Pick<LeaseRow, "status" | "stop_requested_at">, s
   return {
     ...stored,
     terminateSentAt: null,
+    terminatesSent: 0,
     lastSeen: null,
     unverifiedFlagged: false,
     errorBeforeFlag: null,
@@ -358,8 +362,22 @@ export interface TeardownPlan {
   terminate: boolean;
 }
 
+/** The first re-send of an ignored terminate; each further one waits twice as long. */
+export const FIRST_RETERMINATE_MS = 5_000;
+
+/**
+ * How long after the last terminate the next is sent while the machine is still there: ~5 s,
+ * doubling up to RETERMINATE_INTERVAL_S. An ignored terminate then costs seconds of billing,
+ * not a whole interval, and a provider that keeps ignoring is not hammered.
+ */
+export function reterminateAfterMs(loop: LoopState, s: KeeperSettings): number {
+  // 5 s, 5 s, 10 s, 20 s, ...: the first two re-sends come quickly (most ignored terminates are one-offs).
+  const doublings = Math.max(0, (loop.terminatesSent ?? 1) - 2);
+  return Math.min(FIRST_RETERMINATE_MS * 2 ** Math.min(doublings, 20), s.reterminateIntervalMs);
+}
+
 export function planTeardown(_lease: LeaseRow, loop: LoopState, now: number, s: KeeperSettings): TeardownPlan {
-  const due = loop.terminateSentAt === null || now - loop.terminateSentAt >= s.reterminateIntervalMs;
+  const due = loop.terminateSentAt === null || now - loop.terminateSentAt >= reterminateAfterMs(loop, s);
   return { terminate: due };
 }
 
@@ -481,6 +499,7 @@ export function decideTeardown(
   if (result.terminate) {
     if (result.terminate.ok) {
       nextLoop.terminateSentAt = now;
+      nextLoop.terminatesSent = (loop.terminatesSent ?? 0) + 1;
       events.push({ kind: "terminate_sent", detail: null });
     } else {
       events.push({ kind: "terminate_failed", detail: result.terminate.error });
