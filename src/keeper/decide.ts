@@ -422,7 +422,8 @@ export function decideRental(
   for (const lookup of lookups) {
     if (!lookup.ok) {
       seen(`lookup_failed:${lookup.provider}:${lookup.error}`, {
-        kind: lease.provider === "vramfarm" || lookup.provider === "vramfarm" ? "create_unresolved" : "lookup_failed",
+        // A create whose machine cannot be matched (VRAMfarm's fingerprint) stays visibly unresolved.
+        kind: "create_unresolved",
         detail: `${lookup.provider}: ${lookup.error}; the machine may exist, still looking`,
       });
       continue;

@@ -101,6 +101,7 @@ describe("summariseSpend", () => {
       currency: "EUR",
       cost: 1,
       provider: "vramfarm",
+      billing_starts_at: "running",
       rented_at: "2031-03-15T00:59:00.000Z",
       running_at: "2031-03-15T00:59:00.000Z",
       price_per_hour: 0,

@@ -99,6 +99,7 @@ describe("billing", () => {
     expect(timeCost(lease(), at(3601))).toBeCloseTo(0.72, 6);
     const farm = lease({
       provider: "vramfarm",
+      billing_starts_at: "running",
       currency: "EUR",
       price_per_hour: 0.6,
       spec: { ...lease().spec, min_billed_minutes: 15 },
@@ -116,6 +117,7 @@ describe("billing", () => {
     // EUR: 0.5 EUR/h = 0.54 USD/h; 0.27 USD - 0.054 USD traffic (0.05 EUR) = 0.216 USD → 24 min.
     const farm = lease({
       provider: "vramfarm",
+      billing_starts_at: "running",
       currency: "EUR",
       price_per_hour: 0.5,
       running_at: iso(100),
