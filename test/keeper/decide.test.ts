@@ -306,16 +306,16 @@ describe("stopping", () => {
 
   it("terminates at once, then re-sends after 5 s, 5 s, then doubling up to RETERMINATE_INTERVAL_S", () => {
     expect(planTeardown(stopping, loop(), at(1000), settings)).toEqual({ terminate: true });
-    const after = (sent: number) => loop({ terminateSentAt: at(1000), terminatesSent: sent });
-    expect(planTeardown(stopping, after(1), at(1004), settings).terminate).toBe(false);
-    expect(planTeardown(stopping, after(1), at(1005), settings).terminate).toBe(true);
-    expect(planTeardown(stopping, after(2), at(1005), settings).terminate).toBe(true);
-    expect(planTeardown(stopping, after(3), at(1009), settings).terminate).toBe(false);
-    expect(planTeardown(stopping, after(3), at(1010), settings).terminate).toBe(true);
-    expect(planTeardown(stopping, after(4), at(1020), settings).terminate).toBe(true);
+    const sentBefore = (sent: number) => loop({ terminateSentAt: at(1000), terminatesSent: sent });
+    expect(planTeardown(stopping, sentBefore(1), at(1004), settings).terminate).toBe(false);
+    expect(planTeardown(stopping, sentBefore(1), at(1005), settings).terminate).toBe(true);
+    expect(planTeardown(stopping, sentBefore(2), at(1005), settings).terminate).toBe(true);
+    expect(planTeardown(stopping, sentBefore(3), at(1009), settings).terminate).toBe(false);
+    expect(planTeardown(stopping, sentBefore(3), at(1010), settings).terminate).toBe(true);
+    expect(planTeardown(stopping, sentBefore(4), at(1020), settings).terminate).toBe(true);
     // Capped at RETERMINATE_INTERVAL_S (30 s here), however many were ignored.
-    expect(planTeardown(stopping, after(9), at(1029), settings).terminate).toBe(false);
-    expect(planTeardown(stopping, after(9), at(1030), settings).terminate).toBe(true);
+    expect(planTeardown(stopping, sentBefore(9), at(1029), settings).terminate).toBe(false);
+    expect(planTeardown(stopping, sentBefore(9), at(1030), settings).terminate).toBe(true);
   });
 
   it("is stopped only on a status read that says gone", () => {
