@@ -4,7 +4,7 @@ import { HTTPException } from "hono/http-exception";
 import { accountRoutes } from "./account/routes";
 import { authenticate, enforceScope, rateLimit } from "./auth/middleware";
 import { tokenRoutes } from "./auth/routes";
-import { ConfigError, loadConfig } from "./config";
+import { ConfigError, loadSettings } from "./config";
 import { dashboardRoutes } from "./dashboard/routes";
 import { ApiError } from "./errors";
 import { leaseCallbackRoutes, leaseRoutes } from "./leases/routes";
@@ -52,8 +52,26 @@ export function createApp(options: AppOptions = {}) {
   });
 
   app.use("*", async (c, next) => {
-    const services = options.services ? options.services(c.env) : createServices(c.env, loadConfig(c.env));
-    c.set("services", { ...services, log: services.log.with({ request_id: c.get("requestId") }) });
+    const requestId = c.get("requestId");
+    if (options.services) {
+      const services = options.services(c.env);
+      c.set("services", { ...services, log: services.log.with({ request_id: requestId }) });
+      return next();
+    }
+    const { config, invalid } = loadSettings(c.env);
+    const path = new URL(c.req.url).pathname;
+    if (invalid.length && (path === "/health" || path.startsWith("/v1/"))) {
+      // Nothing is rented or changed on settings nobody meant; keepers and the reaper go on.
+      const error = `invalid configuration: ${invalid.join("; ")}`;
+      envLogger(c.env, requestId).error("config_invalid", { error });
+      const body =
+        path === "/health"
+          ? { ok: false as const, code: "config_invalid" as const, error, request_id: requestId }
+          : { error, code: "config_invalid" as const, request_id: requestId };
+      return c.json(body, 503);
+    }
+    const services = createServices(c.env, config);
+    c.set("services", { ...services, log: services.log.with({ request_id: requestId }) });
     await next();
   });
 
@@ -122,11 +140,7 @@ export function createApp(options: AppOptions = {}) {
       return c.json({ error, code, ...(issues ? { issues } : {}), request_id }, status as 400 | 401 | 404);
     }
     // The services may be missing (a config that does not load): log with the env's secrets then.
-    const log =
-      c.get("services")?.log ??
-      createLogger([c.env.ADMIN_TOKEN, c.env.RUNPOD_API_KEY, c.env.VAST_API_KEY, c.env.VRAMFARM_TOKEN], {
-        request_id,
-      });
+    const log = c.get("services")?.log ?? envLogger(c.env, request_id);
     if (err instanceof ConfigError) {
       log.error("config_invalid", { error: err });
       return c.json({ error: err.message, code: "internal" as const, request_id }, 500);
@@ -137,4 +151,11 @@ export function createApp(options: AppOptions = {}) {
   });
 
   return app;
+}
+
+/** A logger for when the config did not load: it scrubs the secrets straight from the env. */
+function envLogger(env: Env, requestId: string) {
+  return createLogger([env.ADMIN_TOKEN, env.RUNPOD_API_KEY, env.VAST_API_KEY, env.VRAMFARM_TOKEN], {
+    request_id: requestId,
+  });
 }

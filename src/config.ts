@@ -161,23 +161,59 @@ function toConfig(v: Vars): Config {
   };
 }
 
-const cache = new WeakMap<object, Config>();
+/** A config and the vars that did not parse (each replaced by its last valid value or default). */
+export interface Settings {
+  config: Config;
+  /** "VAR: why", one per malformed var; empty when every var parsed */
+  invalid: string[];
+}
 
-/** Parses the worker's vars and secrets; throws ConfigError naming every malformed var. */
-export function loadConfig(env: Partial<Record<keyof Vars, unknown>>): Config {
-  const cached = cache.get(env);
-  if (cached) return cached;
+const cache = new WeakMap<object, Settings>();
+/**
+ * The last value each var parsed to in this isolate. A malformed var must not stop caps and
+ * teardown: keepers and the reaper run on the last valid value (or the documented default).
+ */
+const lastValid = new Map<string, unknown>();
+
+function rawVars(env: Partial<Record<keyof Vars, unknown>>): Record<string, unknown> {
   const raw: Record<string, unknown> = {};
   for (const key of Object.keys(varsSchema.shape)) {
     const value = (env as Record<string, unknown>)[key];
     // wrangler --var and .dev.vars deliver strings; a JSON-typed var may arrive as number/boolean.
     raw[key] = typeof value === "number" || typeof value === "boolean" ? String(value) : value;
   }
-  const parsed = varsSchema.safeParse(raw);
-  if (!parsed.success) {
-    throw new ConfigError(parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`));
+  return raw;
+}
+
+/**
+ * Parses the worker's vars and secrets, never throwing: a malformed var is named in `invalid`
+ * and replaced by its last valid value in this isolate, or its documented default.
+ */
+export function loadSettings(env: Partial<Record<keyof Vars, unknown>>): Settings {
+  const cached = cache.get(env);
+  if (cached) return cached;
+  const raw = rawVars(env);
+  const values: Record<string, unknown> = {};
+  const invalid: string[] = [];
+  const shape = varsSchema.shape as Record<string, z.ZodType>;
+  for (const [key, schema] of Object.entries(shape)) {
+    const parsed = schema.safeParse(raw[key]);
+    if (parsed.success) {
+      values[key] = parsed.data;
+      lastValid.set(key, parsed.data);
+      continue;
+    }
+    invalid.push(`${key}: ${parsed.error.issues.map((issue) => issue.message).join(", ")}`);
+    values[key] = lastValid.has(key) ? lastValid.get(key) : schema.parse(undefined);
   }
-  const config = toConfig(parsed.data);
-  cache.set(env, config);
+  const settings = { config: toConfig(values as Vars), invalid };
+  cache.set(env, settings);
+  return settings;
+}
+
+/** Parses the worker's vars and secrets; throws ConfigError naming every malformed var. */
+export function loadConfig(env: Partial<Record<keyof Vars, unknown>>): Config {
+  const { config, invalid } = loadSettings(env);
+  if (invalid.length) throw new ConfigError(invalid);
   return config;
 }

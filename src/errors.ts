@@ -13,6 +13,7 @@ export const statusByCode = {
   rate_limited: 429,
   internal: 500,
   provider_error: 502,
+  config_invalid: 503,
 } as const;
 
 export type ErrorCode = keyof typeof statusByCode;
@@ -76,6 +77,8 @@ const descriptions: Record<ErrorCode, string> = {
   rate_limited: "Too many requests; see Retry-After.",
   internal: "Unexpected failure (logged).",
   provider_error: "A provider failed in a way the caller must know.",
+  config_invalid:
+    "A setting is malformed (`error` names it); caps and teardown keep running on the last valid settings.",
 };
 
 /** OpenAPI `responses` entries for the given error codes (codes sharing a status are merged). */

@@ -1,5 +1,5 @@
 import { createApp } from "./app";
-import { loadConfig } from "./config";
+import { loadSettings } from "./config";
 import { DISPATCHER_CRON, REAPER_CRON } from "./cron";
 import { runReaper } from "./reaper/reaper";
 import { runDispatcher } from "./schedules/dispatcher";
@@ -16,11 +16,18 @@ const app = createApp();
 export default {
   fetch: app.fetch,
   async scheduled(controller, env, ctx) {
-    const services = createServices(env, loadConfig(env));
+    // Never throws before the reaper: a malformed var is logged, and the reaper runs on the last
+    // valid settings (or the defaults); no schedule rents on settings nobody meant.
+    const { config, invalid } = loadSettings(env);
+    if (invalid.length) console.error(`invalid configuration: ${invalid.join("; ")}`);
+    const services = createServices(env, config);
     switch (controller.cron) {
       case DISPATCHER_CRON:
         // Then the webhook outbox: catches up anything a lost wake left (at most a minute late).
-        ctx.waitUntil(runDispatcher(services, controller.scheduledTime).finally(() => wakeOutbox(env)));
+        if (invalid.length) {
+          console.error("dispatcher skipped until the configuration is fixed");
+          ctx.waitUntil(wakeOutbox(env));
+        } else ctx.waitUntil(runDispatcher(services, controller.scheduledTime).finally(() => wakeOutbox(env)));
         break;
       case REAPER_CRON:
         ctx.waitUntil(runReaper(services).finally(() => wakeOutbox(env)));

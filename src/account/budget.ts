@@ -56,3 +56,15 @@ export async function checkBudget(services: Services): Promise<{ spend: Spend; b
   const spend = await loadSpend(services.db, services.clock(), services.config.eurUsd);
   return { spend, breach: budgetBreach(budgetOf(services), spend, false) };
 }
+
+/**
+ * The budget check of a rental whose row (with its worst case as `expected_cost`) is already
+ * written: it counts every lease inserted up to this one, so of two racing rentals the later
+ * one sees the earlier, and together they can never cross the budget. The breach, or null.
+ */
+export async function rentalBreach(services: Services, leaseId: string): Promise<BudgetBreach | null> {
+  const budget = budgetOf(services);
+  if (budget.daily === null && budget.monthly === null) return null;
+  const spend = await loadSpend(services.db, services.clock(), services.config.eurUsd, leaseId);
+  return budgetBreach(budget, { today: spend.committedToday, month: spend.committedMonth }, true);
+}

@@ -95,26 +95,32 @@ export function summariseSpend(totals: StoppedTotals, leases: readonly LeaseRow[
 
 const BILLED_FROM = "COALESCE(rented_at, running_at, created_at)";
 
-/** Reads what summariseSpend needs in one round trip (a batch of two queries). */
-export async function loadSpend(db: D1Database, now: number, eurUsd: number): Promise<Spend> {
+/**
+ * Reads what summariseSpend needs in one round trip (a batch of two queries). With `upToLeaseId`,
+ * only leases written no later than that one count (rowid order is insert order): a rental's
+ * budget check then sees exactly the leases inserted before it, which makes check and insert one
+ * atomic step (see assertRentalWithinBudget).
+ */
+export async function loadSpend(db: D1Database, now: number, eurUsd: number, upToLeaseId?: string): Promise<Spend> {
   const day = iso(dayStart(now));
   const month = iso(monthStart(now));
+  const upTo = upToLeaseId ? " AND rowid <= (SELECT rowid FROM leases WHERE id = ?4)" : "";
   const [totals, rows] = await db.batch([
     db
       .prepare(
         `SELECT
            COALESCE(SUM(CASE WHEN currency = 'EUR' THEN cost * ?1 ELSE cost END), 0) AS month_usd,
            COALESCE(SUM(CASE WHEN ${BILLED_FROM} >= ?3 THEN (CASE WHEN currency = 'EUR' THEN cost * ?1 ELSE cost END) ELSE 0 END), 0) AS today_usd
-         FROM leases WHERE status = 'stopped' AND ${BILLED_FROM} >= ?2`,
+         FROM leases WHERE status = 'stopped' AND ${BILLED_FROM} >= ?2${upTo}`,
       )
-      .bind(eurUsd, month, day),
+      .bind(eurUsd, month, day, ...(upToLeaseId ? [upToLeaseId] : [])),
     db
       .prepare(
-        `SELECT * FROM leases WHERE status != 'stopped'
+        `SELECT * FROM leases WHERE (status != 'stopped'
            OR (${BILLED_FROM} < ?1 AND stopped_at > ?1)
-           OR (${BILLED_FROM} < ?2 AND stopped_at > ?2)`,
+           OR (${BILLED_FROM} < ?2 AND stopped_at > ?2))${upTo.replace("?4", "?3")}`,
       )
-      .bind(day, month),
+      .bind(day, month, ...(upToLeaseId ? [upToLeaseId] : [])),
   ]);
   const sums = (totals?.results[0] ?? {}) as { month_usd?: number; today_usd?: number };
   const leases = (rows?.results ?? []).map((row) => LeaseRowSchema.parse(row));

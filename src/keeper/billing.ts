@@ -6,7 +6,7 @@ const HOUR_MS = 3_600_000;
 /** The lease fields billing depends on. */
 export type BilledLease = Pick<
   LeaseRow,
-  | "provider"
+  | "billing_starts_at"
   | "price_per_hour"
   | "currency"
   | "spec"
@@ -23,11 +23,12 @@ export function toUsd(amount: number, currency: LeaseRow["currency"], eurUsd: nu
 }
 
 /**
- * When the provider starts billing: RunPod, Vast.ai and the sim bill from the accepted rental
- * (image pull included); VRAMfarm bills from `running` (its provisioning is free).
+ * When the provider starts billing, as its adapter said at rent time (Provider.billingStartsAt):
+ * "accepted" bills from the accepted rental (image pull included), "running" only once the
+ * machine runs. A row without it (adopted orphans) counts from the rental: the larger cost.
  */
 export function billedFrom(lease: BilledLease): number | null {
-  if (lease.provider === "vramfarm") return lease.running_at ? ms(lease.running_at) : null;
+  if (lease.billing_starts_at === "running") return lease.running_at ? ms(lease.running_at) : null;
   const from = lease.rented_at ?? null;
   return from ? ms(from) : null;
 }

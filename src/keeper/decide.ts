@@ -3,10 +3,10 @@
  * provider reported and the time, what changes, what is logged, and when to look again.
  */
 import type { Config } from "../config";
-import type { LeasePatch, LeaseRow, NewEvent } from "../leases/ledger";
+import type { LeasePatch, LeaseRow, NewEvent, SentCreate } from "../leases/ledger";
 import type { StopReason } from "../leases/schema";
 import { iso, ms } from "../lib/time";
-import type { MachineStatus, OwnMachine } from "../providers/types";
+import type { MachineStatus, OwnMachine, ProviderName } from "../providers/types";
 import { costCapAt, roundMoney, timeCapAt, timeCost, toUsd } from "./billing";
 
 export interface KeeperSettings {
@@ -43,6 +43,8 @@ export function keeperSettings(config: Config): KeeperSettings {
 export interface LoopState {
   /** when terminate was last sent successfully */
   terminateSentAt: number | null;
+  /** terminates sent in this teardown: the re-send pace doubles with each */
+  terminatesSent: number;
   /** traffic charges reported so far, in the lease's currency */
   trafficCost: number;
   /** the last observation logged, so an unchanged one is not logged every poll */
@@ -52,16 +54,43 @@ export interface LoopState {
   errorBeforeFlag: string | null;
   /** "gone" reads in a row of an active lease's machine (one alone may be a flapping status) */
   goneReads: number;
+  /** the teardown the per-teardown fields belong to (its stop_requested_at): a reopen starts afresh */
+  teardownOf: string | null;
+  /** providers whose label lookup, made after their create's timeout, found no machine */
+  noMachineAt: ProviderName[];
 }
 
 export const initialLoopState: LoopState = {
   terminateSentAt: null,
+  terminatesSent: 0,
   trafficCost: 0,
   lastSeen: null,
   unverifiedFlagged: false,
   errorBeforeFlag: null,
   goneReads: 0,
+  teardownOf: null,
+  noMachineAt: [],
 };
+
+/**
+ * The loop state for this step: a stopping lease whose teardown is not the one the stored state
+ * belongs to (the reaper reopened it, or a rental was recorded after a stop) starts its
+ * teardown afresh, so no gone read or terminate of an earlier teardown counts toward this one.
+ */
+export function loopFor(lease: Pick<LeaseRow, "status" | "stop_requested_at">, stored: LoopState): LoopState {
+  if (lease.status !== "stopping" || stored.teardownOf === lease.stop_requested_at) return stored;
+  return {
+    ...stored,
+    terminateSentAt: null,
+    terminatesSent: 0,
+    lastSeen: null,
+    unverifiedFlagged: false,
+    errorBeforeFlag: null,
+    goneReads: 0,
+    noMachineAt: [],
+    teardownOf: lease.stop_requested_at,
+  };
+}
 
 /** A lease status change, with the events that explain it. */
 export interface Decision {
@@ -157,6 +186,17 @@ export type PollResult =
     }
   | { ok: false; error: string };
 
+/**
+ * Money truth: the provider's own price for the machine replaces the offer's as soon as a status
+ * read of a live machine reports one (a 0 for a stopping or gone machine is not a price).
+ */
+export function reportedPrice(lease: LeaseRow, status: MachineStatus): number | null {
+  const price = status.price_per_hour;
+  if (price === null || !(price > 0)) return null;
+  if (status.state !== "running" && status.state !== "booting") return null;
+  return price === lease.price_per_hour ? null : price;
+}
+
 /** Provisioning or running: decide from one status poll. */
 export function decideAfterPoll(
   lease: LeaseRow,
@@ -165,6 +205,25 @@ export function decideAfterPoll(
   now: number,
   s: KeeperSettings,
 ): Decision {
+  const price = poll.ok ? reportedPrice(lease, poll.status) : null;
+  if (price === null) return decideFromPoll(lease, loop, poll, now, s);
+  // From here on cost and caps use the provider's price.
+  const decision = decideFromPoll({ ...lease, price_per_hour: price }, loop, poll, now, s);
+  return {
+    ...decision,
+    patch: { price_per_hour: price, ...decision.patch },
+    events: [
+      {
+        kind: "price_updated",
+        detail:
+          `${lease.price_per_hour ?? "no price"} → ${price} ${lease.currency ?? ""}/h: the provider's own price for this machine`.trim(),
+      },
+      ...decision.events,
+    ],
+  };
+}
+
+function decideFromPoll(lease: LeaseRow, loop: LoopState, poll: PollResult, now: number, s: KeeperSettings): Decision {
   const events: NewEvent[] = [];
   const seen = (summary: string, event: NewEvent) => {
     if (loop.lastSeen !== summary) events.push(event);
@@ -300,20 +359,127 @@ export function nextPollAt(lease: LeaseRow, loop: LoopState, now: number, s: Kee
 
 /** Stopping: which provider calls this step makes. */
 export interface TeardownPlan {
-  /** no provider_ref (an ambiguous rental): find the machine by its label first */
-  lookupLabel: boolean;
   terminate: boolean;
 }
 
-export function planTeardown(lease: LeaseRow, loop: LoopState, now: number, s: KeeperSettings): TeardownPlan {
-  const due = loop.terminateSentAt === null || now - loop.terminateSentAt >= s.reterminateIntervalMs;
-  return { lookupLabel: lease.provider_ref === null, terminate: due };
+/** The first re-send of an ignored terminate; each further one waits twice as long. */
+export const FIRST_RETERMINATE_MS = 5_000;
+
+/**
+ * How long after the last terminate the next is sent while the machine is still there: ~5 s,
+ * doubling up to RETERMINATE_INTERVAL_S. An ignored terminate then costs seconds of billing,
+ * not a whole interval, and a provider that keeps ignoring is not hammered.
+ */
+export function reterminateAfterMs(loop: LoopState, s: KeeperSettings): number {
+  // 5 s, 5 s, 10 s, 20 s, ...: the first two re-sends come quickly (most ignored terminates are one-offs).
+  const doublings = Math.max(0, (loop.terminatesSent ?? 1) - 2);
+  return Math.min(FIRST_RETERMINATE_MS * 2 ** Math.min(doublings, 20), s.reterminateIntervalMs);
+}
+
+export function planTeardown(_lease: LeaseRow, loop: LoopState, now: number, s: KeeperSettings): TeardownPlan {
+  const due = loop.terminateSentAt === null || now - loop.terminateSentAt >= reterminateAfterMs(loop, s);
+  return { terminate: due };
+}
+
+/** The creates a lease without a recorded machine must account for, the latest per provider. */
+export function createsToResolve(
+  lease: Pick<LeaseRow, "creates" | "provider" | "offer_id" | "created_at">,
+): SentCreate[] {
+  const sent: SentCreate[] = lease.creates ?? [];
+  // Rows written before write-ahead renting name at most the provider of an ambiguous create.
+  if (sent.length === 0 && lease.provider && lease.offer_id)
+    sent.push({ provider: lease.provider, offer_id: lease.offer_id, sent_at: lease.created_at });
+  const latest = new Map<ProviderName, SentCreate>();
+  for (const create of sent) latest.set(create.provider, create);
+  return [...latest.values()];
+}
+
+/** What one label lookup (VRAMfarm: fingerprint) at a provider a create was sent to found. */
+export type RentalLookup =
+  | { provider: ProviderName; ok: true; machine: OwnMachine | null }
+  | { provider: ProviderName; ok: false; error: string };
+
+/**
+ * Stopping, with no machine recorded: the rental's outcome is unknown. `stopped` only when a
+ * successful lookup at every provider a create was sent to, each made after that create's
+ * timeout, found no machine; a machine found is recorded for the teardown; a failed lookup is
+ * retried (never read as "none"). `due` = lookups not yet allowed (the create may still land).
+ */
+export function decideRental(
+  lease: LeaseRow,
+  loop: LoopState,
+  lookups: RentalLookup[],
+  now: number,
+  s: KeeperSettings,
+): Decision & { found: { provider: ProviderName; machine: OwnMachine } | null } {
+  const creates = createsToResolve(lease);
+  const nextLoop: LoopState = { ...loop, noMachineAt: [...loop.noMachineAt] };
+  const events: NewEvent[] = [];
+  const seen = (summary: string, event: NewEvent) => {
+    if (loop.lastSeen !== summary) events.push(event);
+    nextLoop.lastSeen = summary;
+  };
+  for (const lookup of lookups) {
+    if (!lookup.ok) {
+      seen(`lookup_failed:${lookup.provider}:${lookup.error}`, {
+        // A create whose machine cannot be matched (VRAMfarm's fingerprint) stays visibly unresolved.
+        kind: "create_unresolved",
+        detail: `${lookup.provider}: ${lookup.error}; the machine may exist, still looking`,
+      });
+      continue;
+    }
+    if (lookup.machine && lookup.machine.state !== "gone") {
+      const found = { provider: lookup.provider, machine: lookup.machine };
+      return {
+        patch: { provider: lookup.provider, provider_ref: lookup.machine.ref },
+        events: [...events, { kind: "machine_found", detail: `found ${lookup.machine.ref} at ${lookup.provider}` }],
+        loop: nextLoop,
+        nextAlarmAt: now,
+        teardownNow: true,
+        found,
+      };
+    }
+    if (!nextLoop.noMachineAt.includes(lookup.provider)) nextLoop.noMachineAt.push(lookup.provider);
+  }
+  const open = creates.filter((c) => !nextLoop.noMachineAt.includes(c.provider));
+  const createdAt = ms(lease.created_at);
+  if (open.length === 0 && now - createdAt >= s.rentWindowMs) {
+    // No request can still be renting for this lease (it would have recorded its create first).
+    const where = creates.length
+      ? `no machine carries this lease's label at ${creates.map((c) => c.provider).join(", ")}`
+      : "no create was ever sent for this lease";
+    return {
+      ...stoppedDecision(lease, nextLoop, {}, [...events, { kind: "stopped", detail: where }], now),
+      found: null,
+    };
+  }
+  const dueTimes = open.map((c) => ms(c.sent_at) + s.rentWindowMs).filter((t) => t > now);
+  const since = lease.stop_requested_at ? ms(lease.stop_requested_at) : now;
+  const pace = now - since >= s.unverifiedAfterMs ? s.slowVerifyMs : s.verifyIntervalMs;
+  const patch: LeasePatch = {};
+  if (!nextLoop.unverifiedFlagged && now - since >= s.unverifiedAfterMs) {
+    nextLoop.unverifiedFlagged = true;
+    nextLoop.errorBeforeFlag = lease.error;
+    patch.error = "teardown_unverified";
+    events.push({
+      kind: "teardown_unverified",
+      detail: `whether a machine exists is not known after ${Math.round(s.unverifiedAfterMs / 60_000)} minutes; still looking`,
+    });
+  }
+  const waits = [now + pace, ...dueTimes, ...(creates.length === 0 ? [createdAt + s.rentWindowMs] : [])];
+  const nextAlarmAt = open.length && dueTimes.length === open.length ? Math.min(...dueTimes) : Math.min(...waits);
+  return {
+    patch,
+    events,
+    loop: nextLoop,
+    nextAlarmAt: Math.max(nextAlarmAt, now + 1000),
+    teardownNow: false,
+    found: null,
+  };
 }
 
 /** What the teardown step saw. */
 export interface TeardownResult {
-  /** a label lookup: the machine, null = the listing says none, or the lookup failed */
-  lookup?: { ok: true; machine: OwnMachine | null } | { ok: false; error: string };
   terminate?: { ok: true } | { ok: false; error: string };
   /** the verifying status read; absent when the call budget ran out */
   status?: { ok: true; status: MachineStatus } | { ok: false; error: string };
@@ -331,27 +497,10 @@ export function decideTeardown(
   const nextLoop = { ...loop };
   const patch: LeasePatch = {};
 
-  if (result.lookup) {
-    if (!result.lookup.ok) {
-      events.push({ kind: "lookup_failed", detail: result.lookup.error });
-    } else if (result.lookup.machine) {
-      patch.provider_ref = result.lookup.machine.ref;
-      events.push({ kind: "machine_found", detail: `found ${result.lookup.machine.ref} by its label` });
-    } else if (now - ms(lease.created_at) >= s.rentWindowMs) {
-      // A listing that parsed and holds no machine with this label: nothing was created. Only
-      // conclusive once no request can still be renting for this lease.
-      return stoppedDecision(
-        lease,
-        nextLoop,
-        patch,
-        [...events, { kind: "stopped", detail: "no machine carries this lease's label" }],
-        now,
-      );
-    }
-  }
   if (result.terminate) {
     if (result.terminate.ok) {
       nextLoop.terminateSentAt = now;
+      nextLoop.terminatesSent = (loop.terminatesSent ?? 0) + 1;
       events.push({ kind: "terminate_sent", detail: null });
     } else {
       events.push({ kind: "terminate_failed", detail: result.terminate.error });

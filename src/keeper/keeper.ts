@@ -1,5 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
-import { loadConfig } from "../config";
+import { loadSettings } from "../config";
 import { appendEvents, getLease, type LeaseRow, lookupHintFor, type NewEvent, updateLeaseIf } from "../leases/ledger";
 import type { LeaseStatus, StopReason } from "../leases/schema";
 import { iso } from "../lib/time";
@@ -10,16 +10,20 @@ import { announces } from "../webhooks/outbox";
 import { wakeOutbox } from "../webhooks/sender";
 import {
   capReached,
+  createsToResolve,
   type Decision,
   decideAfterPoll,
   decideCap,
+  decideRental,
   decideTeardown,
   initialLoopState,
   type KeeperSettings,
   keeperSettings,
   type LoopState,
+  loopFor,
   type PollResult,
   planTeardown,
+  type RentalLookup,
   stoppingPatch,
   type TeardownResult,
 } from "./decide";
@@ -51,8 +55,8 @@ export class LeaseKeeper extends DurableObject<Env> {
     const lease = await getLease(services.db, leaseId);
     if (!lease || lease.status === "stopped") return { ok: true };
     const now = services.clock();
-    const first =
-      lease.status === "provisioning" && lease.provider_ref ? now + services.config.pollIntervalS * 1000 : now;
+    // Started before the first create is sent (write-ahead): provisioning waits one poll interval.
+    const first = lease.status === "provisioning" ? now + services.config.pollIntervalS * 1000 : now;
     await this.armAt(first);
     return { ok: true };
   }
@@ -128,11 +132,12 @@ export class LeaseKeeper extends DurableObject<Env> {
     if (!lease || lease.status === "stopped") return;
     const settings = keeperSettings(services.config);
     const now = services.clock();
-    const loop = await this.loop();
+    const loop = loopFor(lease, await this.loop());
     const provider = lease.provider ? services.providers.get(lease.provider) : null;
 
     if (lease.status === "stopping") {
-      await this.teardown(services, settings, lease, loop, provider, CALLS_PER_ALARM);
+      if (!lease.provider_ref) await this.resolveRental(services, settings, lease, loop, CALLS_PER_ALARM);
+      else await this.teardown(services, settings, lease, loop, provider, CALLS_PER_ALARM);
       return;
     }
 
@@ -184,7 +189,8 @@ export class LeaseKeeper extends DurableObject<Env> {
         settings,
       );
       const updated = await this.apply(services, lease, decision, now);
-      if (updated) await this.teardown(services, settings, updated, decision.loop, provider, CALLS_PER_ALARM);
+      if (updated)
+        await this.resolveRental(services, settings, updated, loopFor(updated, decision.loop), CALLS_PER_ALARM);
       else await this.armAt(now + 1000);
       return;
     }
@@ -222,30 +228,14 @@ export class LeaseKeeper extends DurableObject<Env> {
   ): Promise<void> {
     const now = services.clock();
     if (!provider) {
-      if (!lease.provider) {
-        // Nothing was ever sent to a provider: there is no machine to verify.
-        const decision = decideTeardown(lease, loop, { lookup: { ok: true, machine: null } }, now, settings);
-        await this.apply(services, lease, decision, now);
-        return;
-      }
       await this.noteProviderMissing(services, lease, loop, now);
       await this.armAt(now + PROVIDER_MISSING_RETRY_MS);
       return;
     }
     const plan = planTeardown(lease, loop, now, settings);
     const result: TeardownResult = {};
-    let ref = lease.provider_ref;
+    const ref = lease.provider_ref;
     let left = budget;
-    if (plan.lookupLabel && left > 0) {
-      left -= 1;
-      try {
-        const machine = await provider.findByLabel(lease.label, await lookupHintFor(services.db, lease, provider));
-        result.lookup = { ok: true, machine };
-        ref = machine?.ref ?? null;
-      } catch (error) {
-        result.lookup = { ok: false, error: this.safeMessage(services, error) };
-      }
-    }
     if (ref && plan.terminate && left > 0) {
       left -= 1;
       try {
@@ -270,6 +260,53 @@ export class LeaseKeeper extends DurableObject<Env> {
       return;
     }
     if (decision.nextAlarmAt !== null) await this.armAt(Math.max(decision.nextAlarmAt, now + 1000));
+  }
+
+  /**
+   * Stopping with no machine recorded: look the label up (VRAMfarm: the fingerprint) at every
+   * provider a create was sent to, once that create's timeout has passed; a machine found is
+   * recorded and torn down, "none everywhere" ends the lease, anything else is looked at again.
+   */
+  private async resolveRental(
+    services: Services,
+    settings: KeeperSettings,
+    lease: LeaseRow,
+    loop: LoopState,
+    budget: number,
+  ): Promise<void> {
+    const now = services.clock();
+    const lookups: RentalLookup[] = [];
+    let left = budget;
+    for (const create of createsToResolve(lease)) {
+      if (loop.noMachineAt.includes(create.provider)) continue;
+      if (now < Date.parse(create.sent_at) + settings.rentWindowMs || left === 0) continue;
+      const provider = services.providers.get(create.provider);
+      if (!provider) {
+        lookups.push({ provider: create.provider, ok: false, error: `${create.provider} is not configured` });
+        continue;
+      }
+      left -= 1;
+      try {
+        const hint = await lookupHintFor(services.db, lease, provider, create.offer_id);
+        const machine = await provider.findByLabel(lease.label, hint);
+        lookups.push({ provider: create.provider, ok: true, machine });
+        if (machine && machine.state !== "gone") break;
+      } catch (error) {
+        lookups.push({ provider: create.provider, ok: false, error: this.safeMessage(services, error) });
+      }
+    }
+    const decision = decideRental(lease, loop, lookups, now, settings);
+    const updated = await this.apply(services, lease, decision, now);
+    if (!updated) {
+      await this.armAt(now + 1000);
+      return;
+    }
+    if (decision.found) {
+      const provider = services.providers.get(decision.found.provider);
+      await this.teardown(services, settings, updated, decision.loop, provider, left);
+      return;
+    }
+    if (decision.nextAlarmAt !== null) await this.armAt(decision.nextAlarmAt);
   }
 
   /** Writes the decision: the row (only if its status is unchanged), its events, the loop state. */
@@ -310,7 +347,11 @@ export class LeaseKeeper extends DurableObject<Env> {
   }
 
   private services(): Services {
-    return createServices(this.env, loadConfig(this.env));
+    // A malformed var must not stop caps or teardown: run on the last valid settings, and say so.
+    const { config, invalid } = loadSettings(this.env);
+    if (invalid.length)
+      console.error(`keeper: invalid configuration (${invalid.join("; ")}); using the last valid settings`);
+    return createServices(this.env, config);
   }
 
   private safeMessage(services: Services, error: unknown): string {

@@ -1,4 +1,5 @@
-import { assertWithinBudget } from "../account/budget";
+import { assertWithinBudget, rentalBreach } from "../account/budget";
+import { roundUsd } from "../account/spend";
 import { ApiError } from "../errors";
 import { keeperFor } from "../keeper/client";
 import { randomSecret, sha256Hex } from "../lib/crypto";
@@ -13,14 +14,18 @@ import type { Services } from "../services";
 import { wakeOutbox } from "../webhooks/sender";
 import {
   appendEvents,
+  deleteUnsentLease,
+  getLease,
   getLeaseByIdempotencyKey,
   insertLease,
   type LeaseRow,
   lookupHintFor,
   type NewEvent,
+  recordMachine,
   type StoredSpec,
   toLease,
   updateLeaseIf,
+  writeAheadCreate,
 } from "./ledger";
 import type { Lease, LeaseInput, RESERVED_ENV_PREFIX, RentAttempt } from "./schema";
 
@@ -34,7 +39,10 @@ const LOCAL_ORIGIN = "http://localhost:8787";
 const OLLAMA_IMAGE = "ollama/ollama:latest";
 
 export interface CreateOptions {
+  /** the caller's key; scoped to the token (or to `idempotencyScope`) before it is stored */
   idempotencyKey?: string | null;
+  /** who owns the key's namespace when it is not a token: the dispatcher's own keys */
+  idempotencyScope?: "dispatcher";
   scheduleId?: string | null;
   tokenId?: string | null;
   /**
@@ -56,7 +64,7 @@ export async function createLease(
   input: LeaseInput,
   options: CreateOptions,
 ): Promise<{ lease: Lease; created: boolean }> {
-  const idempotencyKey = options.idempotencyKey ?? null;
+  const idempotencyKey = scopedIdempotencyKey(options);
   if (idempotencyKey) {
     const existing = await getLeaseByIdempotencyKey(services.db, idempotencyKey);
     if (existing) return { lease: toLease(existing), created: false };
@@ -78,7 +86,10 @@ export async function createLease(
       spec: storedSpec(input),
       max_minutes: input.max_minutes,
       max_cost: input.max_cost ?? null,
-      expected_cost: null,
+      // The reservation the budget check counts: the worst case over the offers to try.
+      expected_cost: offers.length
+        ? Math.max(...offers.map((o) => worstCaseUsd(o, input, billingFor(services, o))))
+        : null,
       schedule_id: options.scheduleId ?? null,
       token_id: options.tokenId ?? null,
       idempotency_key: idempotencyKey,
@@ -94,9 +105,37 @@ export async function createLease(
       `${services.config.maxActiveLeases} leases are active (MAX_ACTIVE_LEASES); stop one first`,
     );
   }
+  const breach = await rentalBreach(services, leaseId);
+  if (breach) {
+    // Refused before anything was sent anywhere: the row goes, as if never written.
+    await deleteUnsentLease(services.db, leaseId);
+    const period = breach.period === "daily" ? "today's" : "this month's";
+    throw new ApiError(
+      "budget_exceeded",
+      `this rental together with the leases before it would take ${period} committed spend to ` +
+        `${roundUsd(breach.amountUsd)} USD, over the ${breach.period} budget of ${breach.budgetUsd} USD`,
+    );
+  }
   await appendEvents(services.db, leaseId, iso(now), [
     { kind: "created", detail: `${offers.length} offer(s) to try: ${offers.map((o) => o.offer_id).join(", ")}` },
   ]);
+  // Write-ahead: the keeper's alarm is armed before any create is sent, so a request that dies
+  // at any later await leaves a lease its keeper resolves (it looks the label up, then tears down).
+  try {
+    await keeperFor(services.env, leaseId).start(leaseId);
+  } catch (error) {
+    const detail = `the lease's keeper could not be started: ${safeMessage(services, error)}`;
+    // Nothing was sent to a provider yet, so nothing can exist.
+    await updateLeaseIf(services.db, leaseId, ["provisioning"], {
+      status: "stopped",
+      stop_reason: "rent_failed",
+      stop_requested_at: iso(now),
+      stopped_at: iso(now),
+      teardown_verified_at: iso(now),
+      error: detail,
+    });
+    throw new ApiError("provider_error", `${detail}; nothing was rented`, { lease_id: leaseId });
+  }
 
   const base = services.config.publicUrl ?? options.origin?.replace(/\/+$/, "") ?? LOCAL_ORIGIN;
   const callbackUrl = `${base}/v1/leases/${leaseId}/done`;
@@ -105,6 +144,18 @@ export async function createLease(
     GPULEASE_CALLBACK_TOKEN: callbackToken,
   });
   return rent(services, inserted.row, offers, spec);
+}
+
+/**
+ * Idempotency keys are scoped to the token that sent them (the admin token and the dispatcher
+ * each have their own scope): the same key from two tokens names two rentals, and no token can
+ * read another's lease through a key or pre-claim the dispatcher's predictable ones.
+ */
+export function scopedIdempotencyKey(options: CreateOptions): string | null {
+  if (!options.idempotencyKey) return null;
+  const scope = options.idempotencyScope ?? (options.tokenId ? `token:${options.tokenId}` : "admin");
+  // A header value cannot hold a line break: the first one splits scope and key unambiguously.
+  return `${scope}\n${options.idempotencyKey}`;
 }
 
 /** The offers listing a lease body asks for: its filters, the best MAX_RENT_ATTEMPTS of them. */
@@ -153,12 +204,41 @@ async function candidateOffers(services: Services, input: LeaseInput): Promise<R
   return listed.offers;
 }
 
-/** USD a lease can cost at most on this offer: price × max_minutes, capped by max_cost. */
+/** How an offer's provider bills, for the worst case (from the Provider port). */
+export interface WorstCaseBilling {
+  startsAt: Provider["billingStartsAt"];
+  minimumMinutes: number;
+  startTimeoutMin: number;
+}
+
+export function billingFor(
+  services: Services,
+  offer: Pick<RankedOffer, "provider" | "min_billed_minutes">,
+): WorstCaseBilling {
+  const provider = services.providers.get(offer.provider);
+  return {
+    // An unknown provider is assumed to bill while it boots: the larger worst case.
+    startsAt: provider?.billingStartsAt ?? "accepted",
+    minimumMinutes: Math.max(provider?.minimumBilledMinutes ?? 0, offer.min_billed_minutes),
+    startTimeoutMin: services.config.startTimeoutMin,
+  };
+}
+
+/**
+ * USD a lease can cost at most on this offer: price × (START_TIMEOUT_MIN + max_minutes) where
+ * the provider bills while the machine boots, price × max(max_minutes, minimum) where it bills
+ * from running; `max_cost` when that is smaller.
+ */
 export function worstCaseUsd(
   offer: Pick<RankedOffer, "price_per_hour_usd">,
   input: Pick<LeaseInput, "max_minutes" | "max_cost">,
+  billing: WorstCaseBilling,
 ): number {
-  const byTime = (offer.price_per_hour_usd * input.max_minutes) / 60;
+  const minutes =
+    billing.startsAt === "accepted"
+      ? billing.startTimeoutMin + input.max_minutes
+      : Math.max(input.max_minutes, billing.minimumMinutes);
+  const byTime = (offer.price_per_hour_usd * minutes) / 60;
   return Math.round(Math.min(byTime, input.max_cost ?? Number.POSITIVE_INFINITY) * 1e6) / 1e6;
 }
 
@@ -168,7 +248,7 @@ async function affordable(services: Services, input: LeaseInput, offers: RankedO
   let refusal: unknown = null;
   for (const offer of offers) {
     try {
-      await assertWithinBudget(services, worstCaseUsd(offer, input));
+      await assertWithinBudget(services, worstCaseUsd(offer, input, billingFor(services, offer)));
       kept.push(offer);
     } catch (error) {
       if (!(error instanceof ApiError) || error.code !== "budget_exceeded") throw error;
@@ -182,6 +262,8 @@ async function affordable(services: Services, input: LeaseInput, offers: RankedO
 type Outcome =
   | { kind: "rented"; offer: RankedOffer; ref: string; pricePerHour: number | null }
   | { kind: "unknown"; offer: RankedOffer; error: string }
+  /** a stop arrived before the next create: none was sent */
+  | { kind: "stopped_meanwhile" }
   | { kind: "failed" };
 
 async function rent(
@@ -205,6 +287,14 @@ async function rent(
     if (!provider) {
       attempts.push({ offer_id: offer.offer_id, error: `${offer.provider} is not configured` });
       continue;
+    }
+    // Write-ahead: the create is on record before it is sent, so whatever happens next the keeper
+    // knows where to look for a machine.
+    const sent = { provider: offer.provider, offer_id: offer.offer_id, sent_at: iso(services.clock()) };
+    if (!(await writeAheadCreate(services.db, lease.id, sent))) {
+      events.push({ kind: "rent_interrupted", detail: "a stop arrived while renting: no further create is sent" });
+      outcome = { kind: "stopped_meanwhile" };
+      break;
     }
     const result = await provider
       .rent(offer.source, spec)
@@ -240,8 +330,9 @@ async function rent(
   switch (outcome.kind) {
     case "rented": {
       const offer = outcome.offer;
-      // "stopping" too: a stop may have arrived while we were renting; the keeper then tears down.
-      const row = await updateLeaseIf(services.db, lease.id, ["provisioning", "stopping"], {
+      // Whatever the status has become (a stop may have arrived while we were renting): the
+      // machine is on record, and a stopping lease's keeper tears it down.
+      const row = await recordMachine(services.db, lease.id, {
         provider: offer.provider,
         provider_ref: outcome.ref,
         offer_id: offer.offer_id,
@@ -251,13 +342,24 @@ async function rent(
         price_per_hour: outcome.pricePerHour ?? offer.price_per_hour,
         currency: offer.currency,
         spec: { ...lease.spec, min_billed_minutes: offer.min_billed_minutes },
-        expected_cost: worstCaseUsd(offer, { max_minutes: lease.max_minutes, max_cost: lease.max_cost ?? undefined }),
+        expected_cost: worstCaseUsd(
+          offer,
+          { max_minutes: lease.max_minutes, max_cost: lease.max_cost ?? undefined },
+          billingFor(services, offer),
+        ),
+        billing_starts_at: services.providers.get(offer.provider)?.billingStartsAt ?? "accepted",
         attempts: attempts.length ? JSON.stringify(attempts) : null,
         rented_at: iso(now),
       });
       events.push({ kind: "rented", detail: `${offer.offer_id} as ${outcome.ref}` });
       await appendEvents(services.db, lease.id, iso(now), events);
       await startKeeper(services, keeper, lease.id);
+      return { lease: toLease(row ?? lease), created: true };
+    }
+    case "stopped_meanwhile": {
+      await appendEvents(services.db, lease.id, iso(now), events);
+      await startKeeper(services, keeper, lease.id);
+      const row = await getLease(services.db, lease.id);
       return { lease: toLease(row ?? lease), created: true };
     }
     case "unknown": {

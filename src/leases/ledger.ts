@@ -40,6 +40,17 @@ const jsonColumn = <T extends z.ZodType>(schema: T) =>
       }
     });
 
+/** A create sent for a lease, recorded before it was sent (write-ahead renting). */
+export const SentCreateSchema = z.object({
+  provider: ProviderNameSchema,
+  offer_id: z.string(),
+  sent_at: z.string(),
+});
+export type SentCreate = z.infer<typeof SentCreateSchema>;
+
+/** When the rented provider bills from (Provider.billingStartsAt), stored at rent time. */
+export const BillingStartsAtSchema = z.enum(["accepted", "running"]);
+
 /** One row of `leases`, parsed. */
 export const LeaseRowSchema = z.object({
   id: z.string(),
@@ -77,6 +88,9 @@ export const LeaseRowSchema = z.object({
   stop_requested_at: z.string().nullable(),
   stopped_at: z.string().nullable(),
   teardown_verified_at: z.string().nullable(),
+  /** every create sent for this lease (null: none); see writeAheadCreate */
+  creates: jsonColumn(z.array(SentCreateSchema)).default(null),
+  billing_starts_at: BillingStartsAtSchema.nullable().default(null),
 });
 export type LeaseRow = z.infer<typeof LeaseRowSchema>;
 
@@ -268,6 +282,7 @@ export type LeasePatch = Partial<{
   stop_requested_at: string | null;
   stopped_at: string | null;
   teardown_verified_at: string | null;
+  billing_starts_at: LeaseRow["billing_starts_at"];
 }>;
 
 const jsonColumns = new Set(["spec", "access"]);
@@ -294,6 +309,54 @@ export async function updateLeaseIf(
   const row = await db
     .prepare(`UPDATE leases SET ${sets} WHERE id = ? AND status IN (${from.map(() => "?").join(", ")}) RETURNING *`)
     .bind(...values, leaseId, ...from)
+    .first();
+  return row ? parseRow(row) : null;
+}
+
+/** Removes a just-inserted lease no create was ever sent for (a rental refused by the budget). */
+export async function deleteUnsentLease(db: D1Database, leaseId: string): Promise<void> {
+  await db
+    .prepare("DELETE FROM leases WHERE id = ? AND status = 'provisioning' AND creates IS NULL AND provider_ref IS NULL")
+    .bind(leaseId)
+    .run();
+}
+
+/**
+ * Write-ahead renting: records the create about to be sent, while the lease is still
+ * `provisioning`. False when it is not (a stop arrived): then no create may be sent.
+ */
+export async function writeAheadCreate(db: D1Database, leaseId: string, create: SentCreate): Promise<boolean> {
+  const row = await db
+    .prepare(
+      `UPDATE leases SET creates = json_insert(COALESCE(creates, '[]'), '$[#]', json(?))
+       WHERE id = ? AND status = 'provisioning' RETURNING id`,
+    )
+    .bind(JSON.stringify(create), leaseId)
+    .first();
+  return row !== null;
+}
+
+/**
+ * Records the machine a create made, whatever the lease's status has become meanwhile: a lease
+ * that is stopping tears it down, and one already `stopped` (by a keeper that saw no machine)
+ * goes back to `stopping` with its verification cleared, for its keeper to tear the machine down.
+ */
+export async function recordMachine(db: D1Database, leaseId: string, patch: LeasePatch): Promise<LeaseRow | null> {
+  const entries = Object.entries(patch).filter(([, value]) => value !== undefined);
+  const sets = entries.map(([column]) => `${column} = ?`);
+  const values = entries.map(([column, value]) =>
+    jsonColumns.has(column) && value !== null ? JSON.stringify(value) : (value as unknown),
+  );
+  const row = await db
+    .prepare(
+      `UPDATE leases SET ${[
+        ...sets,
+        "status = CASE WHEN status = 'stopped' THEN 'stopping' ELSE status END",
+        "stopped_at = CASE WHEN status = 'stopped' THEN NULL ELSE stopped_at END",
+        "teardown_verified_at = CASE WHEN status = 'stopped' THEN NULL ELSE teardown_verified_at END",
+      ].join(", ")} WHERE id = ? RETURNING *`,
+    )
+    .bind(...values, leaseId)
     .first();
   return row ? parseRow(row) : null;
 }

@@ -249,8 +249,12 @@ export function createVastProvider(options: VastOptions): Provider {
 
     async status(ref: string): Promise<MachineStatus> {
       const response = await http.send({ method: "GET", url: url(`/api/v0/instances/${instanceId(ref)}/`) });
-      // vast-cli's own check treats a 404 as gone (machines.py instance_exist), quirk 18.
-      if (response.status === 404) return goneStatus();
+      // A 404 is gone only with Vast's own error body (quirk 18); a proxy page proves nothing.
+      if (
+        response.status === 404 &&
+        /^(no_such_instance|not_found)$/.test(String((response.json as { error?: unknown } | null)?.error))
+      )
+        return goneStatus();
       if (response.status !== 200) throw http.unexpected(response, "show instance");
       const body = http.parse(response, ShowInstanceResponseSchema, "show instance");
       // Deleted instances read as 200 `{"instances": null}`, not 404 (quirk 18).

@@ -224,7 +224,8 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
 
     async status(ref: string): Promise<MachineStatus> {
       const response = await http.send({ method: "GET", url: url(`/instances/${serverId(ref)}`) });
-      if (response.status === 404) {
+      // Gone only on VRAMfarm's own 404 body: a proxy page or a wrong base URL proves nothing.
+      if (response.status === 404 && reason(response).code === "not_found") {
         return { state: "gone", access: null, cost: null, traffic_cost: null, price_per_hour: null, error: null };
       }
       if (response.status !== 200) throw http.unexpected(response, "read server");

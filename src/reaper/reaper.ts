@@ -4,7 +4,7 @@ import { spentUsd } from "../account/spend";
 import { keeperFor } from "../keeper/client";
 import type { LeaseRow } from "../leases/ledger";
 import { iso } from "../lib/time";
-import type { ProviderName } from "../providers/types";
+import type { Provider, ProviderName } from "../providers/types";
 import type { Services } from "../services";
 import { mapLimit, stopViaKeeper } from "./keepers";
 import { type Listing, listOwnMachines, safeMessage } from "./listings";
@@ -13,6 +13,7 @@ import { type ReaperAction, type ReaperProvider, type ReaperRun, recordRunStatem
 import {
   adoptStatement,
   eventStatements,
+  knownRefLists,
   type LedgerView,
   loadLeasesByIds,
   loadLedgerView,
@@ -31,8 +32,8 @@ const KEEPER_CONCURRENCY = 5;
 export async function runReaper(services: Services): Promise<ReaperRun> {
   const now = services.clock();
   const { db, config } = services;
-  const ledger = await loadLedgerView(db, now);
-  const listings = await listOwnMachines(services, { vramfarm: [...ledger.vramfarmRefs.keys()] });
+  const ledger = await loadLedgerView(db, now, unlabelledProviders(services));
+  const listings = await listOwnMachines(services, knownRefLists(ledger));
   const leasesById = await leasesNamedBy(services, listings, ledger);
 
   const providers: ReaperProvider[] = [];
@@ -47,7 +48,7 @@ export async function runReaper(services: Services): Promise<ReaperRun> {
       prefix: config.labelPrefix,
       machines: listing.machines,
       leasesById,
-      leasesByRef: refsOf(listing.provider.name, leasesById),
+      leasesByRef: refsOf(listing.provider, leasesById),
       activeLeases: ledger.active,
       now,
       graceMs: config.reaperGraceMin * 60_000,
@@ -110,8 +111,7 @@ export async function leasesNamedBy(
     if (!listing.ok) continue;
     for (const machine of listing.machines) {
       const id =
-        leaseIdFromLabel(machine.label, prefix) ??
-        (listing.provider.name === "vramfarm" ? ledger.vramfarmRefs.get(machine.ref) : undefined);
+        leaseIdFromLabel(machine.label, prefix) ?? ledger.knownRefs.get(listing.provider.name)?.get(machine.ref);
       if (id && !leasesById.has(id)) wanted.push(id);
     }
   }
@@ -120,15 +120,24 @@ export async function leasesNamedBy(
 }
 
 /**
- * A provider's leases by machine ref, for VRAMfarm only: its servers carry no label. Elsewhere a
- * machine is ours by its label alone, so an unlabelled one is never touched.
+ * A provider's leases by machine ref, only for a provider whose machines carry no label
+ * (Provider.labelled false). Elsewhere a machine is ours by its label alone, so an unlabelled
+ * one is never touched.
  */
-export function refsOf(provider: ProviderName, leasesById: ReadonlyMap<string, LeaseRow>): Map<string, LeaseRow> {
+export function refsOf(provider: Provider, leasesById: ReadonlyMap<string, LeaseRow>): Map<string, LeaseRow> {
   const byRef = new Map<string, LeaseRow>();
-  if (provider !== "vramfarm") return byRef;
+  if (provider.labelled) return byRef;
   for (const lease of leasesById.values())
-    if (lease.provider === provider && lease.provider_ref) byRef.set(lease.provider_ref, lease);
+    if (lease.provider === provider.name && lease.provider_ref) byRef.set(lease.provider_ref, lease);
   return byRef;
+}
+
+/** The configured providers whose machines carry no label. */
+export function unlabelledProviders(services: Services): ProviderName[] {
+  return services.providers
+    .configured()
+    .filter((p) => !p.labelled)
+    .map((p) => p.name);
 }
 
 /** Actual spend at the budget: every active lease not already being stopped stops with `budget`. */

@@ -3,9 +3,9 @@ import type { ProviderName } from "../providers/types";
 import type { Services } from "../services";
 import { listOwnMachines } from "./listings";
 import { diffListing, leaseIdFromLabel, type PlannedAction } from "./plan";
-import { leasesNamedBy, perform, refsOf } from "./reaper";
+import { leasesNamedBy, perform, refsOf, unlabelledProviders } from "./reaper";
 import { type ReaperProvider, type ReaperRun, recordRunStatements } from "./runs";
-import { eventStatements, loadLedgerView } from "./store";
+import { eventStatements, knownRefLists, loadLedgerView } from "./store";
 
 export interface StopAllResult {
   ok: true;
@@ -25,8 +25,26 @@ export interface StopAllResult {
 export async function stopAll(services: Services): Promise<StopAllResult> {
   const now = services.clock();
   const { db, config } = services;
-  const ledger = await loadLedgerView(db, now);
-  const listings = await listOwnMachines(services, { vramfarm: [...ledger.vramfarmRefs.keys()] });
+  const ledger = await loadLedgerView(db, now, unlabelledProviders(services));
+  // The ledger first: what it knows stops before any provider is listed (a listing may take
+  // the whole of a slow provider's timeout).
+  const active = ledger.active.filter((l) => l.status === "provisioning" || l.status === "running");
+  const leaseStops = await perform(
+    services,
+    active.map(
+      (lease): PlannedAction => ({
+        kind: "stop_all",
+        provider: lease.provider,
+        provider_ref: lease.provider_ref,
+        lease_id: lease.id,
+        reason: "requested",
+        detail: "stop-all: stopped",
+      }),
+    ),
+    now,
+  );
+
+  const listings = await listOwnMachines(services, knownRefLists(ledger));
   const leasesById = await leasesNamedBy(services, listings, ledger);
 
   const planned: PlannedAction[] = [];
@@ -40,7 +58,7 @@ export async function stopAll(services: Services): Promise<StopAllResult> {
       errors.push({ provider, error: listing.error });
       continue;
     }
-    const byRef = refsOf(provider, leasesById);
+    const byRef = refsOf(listing.provider, leasesById);
     const diff = diffListing({
       provider,
       prefix: config.labelPrefix,
@@ -58,19 +76,7 @@ export async function stopAll(services: Services): Promise<StopAllResult> {
     planned.push(...diff.actions);
   }
 
-  const active = ledger.active.filter((l) => l.status === "provisioning" || l.status === "running");
-  for (const lease of active) {
-    planned.push({
-      kind: "stop_all",
-      provider: lease.provider,
-      provider_ref: lease.provider_ref,
-      lease_id: lease.id,
-      reason: "requested",
-      detail: "stop-all: stopped",
-    });
-  }
-
-  const actions = await perform(services, planned, now);
+  const actions = [...leaseStops, ...(await perform(services, planned, now))];
   const run: ReaperRun = { at: iso(now), mode: "enforce", providers, actions };
   await db.batch([
     ...actions.flatMap((a) => eventStatements(db, a.lease_id, iso(now), `reaper_${a.kind}`, a.detail)),

@@ -4,31 +4,41 @@ import { leaseEventStatements } from "../webhooks/outbox";
 
 /** D1 allows 100 bound parameters per query. */
 const IDS_PER_QUERY = 90;
-/** VRAMfarm machines are found by ref: the refs of leases active or stopped this recently. */
+/** Machines of providers without labels are found by ref: those of leases active or stopped this recently. */
 const KNOWN_REF_WINDOW_MS = 7 * 24 * 3_600_000;
 
 export interface LedgerView {
   active: LeaseRow[];
-  /** VRAMfarm machines the ledger knows, ref → lease id (VRAMfarm has no labels to list by) */
-  vramfarmRefs: Map<string, string>;
+  /** per provider without labels (Provider.labelled false): the machines the ledger knows, ref → lease id */
+  knownRefs: Map<ProviderName, Map<string, string>>;
 }
 
-/** Active leases and VRAMfarm's known machines: one round trip whatever the ledger's size. */
-export async function loadLedgerView(db: D1Database, now: number): Promise<LedgerView> {
-  const [active, vramfarm] = await db.batch([
+/** Active leases and the unlabelled providers' known machines: one round trip whatever the ledger's size. */
+export async function loadLedgerView(
+  db: D1Database,
+  now: number,
+  unlabelled: readonly ProviderName[],
+): Promise<LedgerView> {
+  const names = unlabelled.length ? unlabelled : ["-"];
+  const [active, known] = await db.batch([
     db.prepare("SELECT * FROM leases WHERE status != 'stopped'"),
-    // Only two columns: the full rows are read for the refs that turn up in the listing.
+    // Only three columns: the full rows are read for the refs that turn up in the listing.
     db
       .prepare(
-        `SELECT id, provider_ref FROM leases WHERE provider = 'vramfarm' AND provider_ref IS NOT NULL
-           AND (status != 'stopped' OR COALESCE(stopped_at, created_at) >= ?)`,
+        `SELECT id, provider, provider_ref FROM leases WHERE provider IN (${names.map(() => "?").join(", ")})
+           AND provider_ref IS NOT NULL AND (status != 'stopped' OR COALESCE(stopped_at, created_at) >= ?)`,
       )
-      .bind(new Date(now - KNOWN_REF_WINDOW_MS).toISOString()),
+      .bind(...names, new Date(now - KNOWN_REF_WINDOW_MS).toISOString()),
   ]);
-  const refs = new Map<string, string>();
-  for (const row of (vramfarm?.results ?? []) as { id: string; provider_ref: string }[])
-    refs.set(row.provider_ref, row.id);
-  return { active: (active?.results ?? []).map((row) => LeaseRowSchema.parse(row)), vramfarmRefs: refs };
+  const knownRefs = new Map<ProviderName, Map<string, string>>(unlabelled.map((name) => [name, new Map()]));
+  for (const row of (known?.results ?? []) as { id: string; provider: ProviderName; provider_ref: string }[])
+    knownRefs.get(row.provider)?.set(row.provider_ref, row.id);
+  return { active: (active?.results ?? []).map((row) => LeaseRowSchema.parse(row)), knownRefs };
+}
+
+/** The refs to look for at each unlabelled provider (its listing cannot filter by label). */
+export function knownRefLists(ledger: LedgerView): Partial<Record<ProviderName, string[]>> {
+  return Object.fromEntries([...ledger.knownRefs].map(([name, refs]) => [name, [...refs.keys()]]));
 }
 
 /** The rows of these lease ids, in one batch of queries of at most IDS_PER_QUERY ids each. */

@@ -175,6 +175,7 @@ async function attempt(
       {
         // The claim already makes the run unique; the key keeps a repeated attempt from renting twice.
         idempotencyKey: `schedule:${schedule.id}:${dueIso}#${attemptNo + 1}`,
+        idempotencyScope: "dispatcher",
         scheduleId: schedule.id,
         tokenId: null,
         origin: services.config.publicUrl ?? schedule.origin ?? FALLBACK_ORIGIN,

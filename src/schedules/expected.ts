@@ -1,4 +1,4 @@
-import { offersQueryFor, worstCaseUsd } from "../leases/create";
+import { billingFor, offersQueryFor, worstCaseUsd } from "../leases/create";
 import type { LeaseInput } from "../leases/schema";
 import { findOffer, listRankedOffers, type ProviderFailure, type RankedOffer } from "../offers/service";
 import type { Services } from "../services";
@@ -39,7 +39,7 @@ export async function checkOffers(services: Services, input: LeaseInput): Promis
     kind: "offer",
     offer,
     expected: {
-      amount_usd: worstCaseUsd(offer, input),
+      amount_usd: worstCaseUsd(offer, input, billingFor(services, offer)),
       offer_id: offer.offer_id,
       provider: offer.provider,
       gpu: offer.gpu,

@@ -30,6 +30,7 @@ import {
   type ScheduleRow,
   toSchedule,
   toScheduleRun,
+  unmaskedLease,
   updateSchedule,
 } from "./store";
 
@@ -208,7 +209,7 @@ export const scheduleRoutes = createRouter()
       cron: patch.cron ?? row.cron,
       timezone: patch.timezone ?? row.timezone,
       enabled: patch.enabled ?? row.enabled,
-      lease: patch.lease ?? row.lease_spec,
+      lease: patch.lease ? unmaskedLease(patch.lease, row.lease_spec) : row.lease_spec,
     };
     const now = services.clock();
     const timingChanged = next.cron !== row.cron || next.timezone !== row.timezone || next.enabled !== row.enabled;

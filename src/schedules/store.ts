@@ -32,6 +32,29 @@ const SELECT_SCHEDULE = `
     WHERE schedule_id = s.id AND status IN ('skipped', 'failed', 'retrying')
     ORDER BY due_at DESC LIMIT 1)`;
 
+/** What every response shows of `env`: the keys, each value "***" (values are write-only). */
+export const MASKED_ENV_VALUE = "***";
+
+export function maskedLease(lease: LeaseInput): LeaseInput {
+  if (!lease.env) return lease;
+  return { ...lease, env: Object.fromEntries(Object.keys(lease.env).map((key) => [key, MASKED_ENV_VALUE])) };
+}
+
+/**
+ * A lease body sent back after reading it: an env value left "***" keeps the stored value
+ * (a client that PATCHes what it read must not overwrite a secret with the mask).
+ */
+export function unmaskedLease(sent: LeaseInput, stored: LeaseInput): LeaseInput {
+  if (!sent.env) return sent;
+  const env = Object.fromEntries(
+    Object.entries(sent.env).map(([key, value]) => [
+      key,
+      value === MASKED_ENV_VALUE && stored.env?.[key] !== undefined ? stored.env[key] : value,
+    ]),
+  );
+  return { ...sent, env };
+}
+
 export function toSchedule(row: ScheduleRow): Schedule {
   return {
     id: row.id,
@@ -39,7 +62,7 @@ export function toSchedule(row: ScheduleRow): Schedule {
     cron: row.cron,
     timezone: row.timezone,
     enabled: row.enabled,
-    lease: row.lease_spec,
+    lease: maskedLease(row.lease_spec),
     next_run_at: row.next_run_at,
     last_run_at: row.last_run_at,
     last_lease_id: row.last_lease_id,

@@ -49,6 +49,8 @@ function lease(over: Partial<LeaseRow>): LeaseRow {
     stop_requested_at: null,
     stopped_at: null,
     teardown_verified_at: null,
+    creates: null,
+    billing_starts_at: null,
     ...over,
   };
 }
@@ -99,6 +101,7 @@ describe("summariseSpend", () => {
       currency: "EUR",
       cost: 1,
       provider: "vramfarm",
+      billing_starts_at: "running",
       rented_at: "2031-03-15T00:59:00.000Z",
       running_at: "2031-03-15T00:59:00.000Z",
       price_per_hour: 0,

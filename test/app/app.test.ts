@@ -162,14 +162,14 @@ describe("config", () => {
     expect(config.secrets.adminToken).toBe(ADMIN_TOKEN);
   });
 
-  it("turns a malformed var into a 500 envelope that names it", async () => {
+  it("turns a malformed var into a 503 config_invalid that names it", async () => {
     const app = createApp();
     const spy = vi.spyOn(console, "error").mockImplementation(() => {});
     const res = await app.request("/health", {}, { ...env, MAX_ACTIVE_LEASES: "many" });
     spy.mockRestore();
-    expect(res.status).toBe(500);
+    expect(res.status).toBe(503);
     expect(await errorBody(res)).toMatchObject({
-      code: "internal",
+      code: "config_invalid",
       error: expect.stringContaining("MAX_ACTIVE_LEASES"),
     });
   });

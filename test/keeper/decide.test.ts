@@ -3,10 +3,12 @@ import { billedFrom, costCapAt, timeCost } from "../../src/keeper/billing";
 import {
   capReached,
   decideAfterPoll,
+  decideRental,
   decideTeardown,
   initialLoopState,
   type KeeperSettings,
   type LoopState,
+  loopFor,
   nextPollAt,
   planTeardown,
 } from "../../src/keeper/decide";
@@ -73,6 +75,8 @@ function lease(overrides: Partial<LeaseRow> = {}): LeaseRow {
     stop_requested_at: null,
     stopped_at: null,
     teardown_verified_at: null,
+    creates: null,
+    billing_starts_at: null,
     ...overrides,
   };
 }
@@ -95,6 +99,7 @@ describe("billing", () => {
     expect(timeCost(lease(), at(3601))).toBeCloseTo(0.72, 6);
     const farm = lease({
       provider: "vramfarm",
+      billing_starts_at: "running",
       currency: "EUR",
       price_per_hour: 0.6,
       spec: { ...lease().spec, min_billed_minutes: 15 },
@@ -112,6 +117,7 @@ describe("billing", () => {
     // EUR: 0.5 EUR/h = 0.54 USD/h; 0.27 USD - 0.054 USD traffic (0.05 EUR) = 0.216 USD → 24 min.
     const farm = lease({
       provider: "vramfarm",
+      billing_starts_at: "running",
       currency: "EUR",
       price_per_hour: 0.5,
       running_at: iso(100),
@@ -298,11 +304,18 @@ describe("stopping", () => {
     stop_reason: "requested",
   });
 
-  it("terminates at once, then again only every RETERMINATE_INTERVAL_S", () => {
-    expect(planTeardown(stopping, loop(), at(1000), settings)).toEqual({ lookupLabel: false, terminate: true });
-    expect(planTeardown(stopping, loop({ terminateSentAt: at(1000) }), at(1020), settings).terminate).toBe(false);
-    expect(planTeardown(stopping, loop({ terminateSentAt: at(1000) }), at(1030), settings).terminate).toBe(true);
-    expect(planTeardown({ ...stopping, provider_ref: null }, loop(), at(1000), settings).lookupLabel).toBe(true);
+  it("terminates at once, then re-sends after 5 s, 5 s, then doubling up to RETERMINATE_INTERVAL_S", () => {
+    expect(planTeardown(stopping, loop(), at(1000), settings)).toEqual({ terminate: true });
+    const sentBefore = (sent: number) => loop({ terminateSentAt: at(1000), terminatesSent: sent });
+    expect(planTeardown(stopping, sentBefore(1), at(1004), settings).terminate).toBe(false);
+    expect(planTeardown(stopping, sentBefore(1), at(1005), settings).terminate).toBe(true);
+    expect(planTeardown(stopping, sentBefore(2), at(1005), settings).terminate).toBe(true);
+    expect(planTeardown(stopping, sentBefore(3), at(1009), settings).terminate).toBe(false);
+    expect(planTeardown(stopping, sentBefore(3), at(1010), settings).terminate).toBe(true);
+    expect(planTeardown(stopping, sentBefore(4), at(1020), settings).terminate).toBe(true);
+    // Capped at RETERMINATE_INTERVAL_S (30 s here), however many were ignored.
+    expect(planTeardown(stopping, sentBefore(9), at(1029), settings).terminate).toBe(false);
+    expect(planTeardown(stopping, sentBefore(9), at(1030), settings).terminate).toBe(true);
   });
 
   it("is stopped only on a status read that says gone", () => {
@@ -402,32 +415,78 @@ describe("stopping", () => {
   });
 
   it("with no machine recorded: a clean listing without the label is conclusive only after the rent window", () => {
-    const noRef = { ...stopping, provider_ref: null, created_at: iso(900) };
-    const early = decideTeardown(noRef, loop(), { lookup: { ok: true, machine: null } }, at(960), settings);
+    const noRef = {
+      ...stopping,
+      provider_ref: null,
+      created_at: iso(900),
+      creates: [{ provider: "runpod" as const, offer_id: "runpod:x", sent_at: iso(900) }],
+    };
+    const none = [{ provider: "runpod" as const, ok: true as const, machine: null }];
+    const early = decideRental(noRef, loop(), [], at(960), settings);
     expect(early.patch.status).toBeUndefined();
-    const later = decideTeardown(noRef, loop(), { lookup: { ok: true, machine: null } }, at(900 + 120), settings);
+    const later = decideRental(noRef, loop(), none, at(900 + 120), settings);
     expect(later.patch.status).toBe("stopped");
-    const found = decideTeardown(
+    const machine = {
+      ref: "pod9",
+      label: noRef.label,
+      state: "running" as const,
+      created_at: null,
+      price_per_hour: null,
+    };
+    const found = decideRental(noRef, loop(), [{ provider: "runpod", ok: true, machine }], at(1020), settings);
+    expect(found.patch).toEqual({ provider: "runpod", provider_ref: "pod9" });
+    expect(found.found?.machine.ref).toBe("pod9");
+    const failed = decideRental(
       noRef,
       loop(),
-      {
-        lookup: {
-          ok: true,
-          machine: { ref: "pod9", label: noRef.label, state: "running", created_at: null, price_per_hour: null },
-        },
-        terminate: { ok: true },
-      },
-      at(960),
-      settings,
-    );
-    expect(found.patch.provider_ref).toBe("pod9");
-    const failed = decideTeardown(
-      noRef,
-      loop(),
-      { lookup: { ok: false, error: "listing failed" } },
+      [{ provider: "runpod", ok: false, error: "listing failed" }],
       at(2000),
       settings,
     );
     expect(failed.patch.status).toBeUndefined();
+  });
+
+  it("with no machine recorded: every provider a create was sent to must say none", () => {
+    const noRef = {
+      ...stopping,
+      provider: null,
+      provider_ref: null,
+      created_at: iso(900),
+      creates: [
+        { provider: "runpod" as const, offer_id: "runpod:x", sent_at: iso(900) },
+        { provider: "vast" as const, offer_id: "vast:1", sent_at: iso(905) },
+      ],
+    };
+    const runpodOnly = decideRental(
+      noRef,
+      loop(),
+      [{ provider: "runpod", ok: true, machine: null }],
+      at(1100),
+      settings,
+    );
+    expect(runpodOnly.patch.status).toBeUndefined();
+    expect(runpodOnly.loop.noMachineAt).toEqual(["runpod"]);
+    const both = decideRental(
+      noRef,
+      runpodOnly.loop,
+      [{ provider: "vast", ok: true, machine: null }],
+      at(1100),
+      settings,
+    );
+    expect(both.patch.status).toBe("stopped");
+  });
+
+  it("a lease no create was sent for ends only once no request can still be renting it", () => {
+    // Finding 1: a lease without provider was stopped at once, whatever a live request did next.
+    const noCreate = { ...stopping, provider: null, provider_ref: null, offer_id: null, created_at: iso(990) };
+    expect(decideRental(noCreate, loop(), [], at(1000), settings).patch.status).toBeUndefined();
+    expect(decideRental(noCreate, loop(), [], at(990 + 120), settings).patch.status).toBe("stopped");
+  });
+
+  it("a reopened teardown starts afresh: an earlier teardown's gone reads do not count", () => {
+    const stored = loop({ goneReads: 2, terminateSentAt: at(1000), teardownOf: iso(1000) });
+    const reopened = { ...stopping, stop_requested_at: iso(5000) };
+    expect(loopFor(reopened, stored)).toMatchObject({ goneReads: 0, terminateSentAt: null, teardownOf: iso(5000) });
+    expect(loopFor(stopping, stored)).toBe(stored);
   });
 });

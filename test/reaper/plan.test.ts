@@ -56,6 +56,8 @@ function lease(over: Partial<LeaseRow>): LeaseRow {
     stop_requested_at: null,
     stopped_at: null,
     teardown_verified_at: null,
+    creates: null,
+    billing_starts_at: null,
     ...over,
   };
 }

@@ -62,8 +62,8 @@ describe("exactly one lease per schedule and due time", () => {
       schedule_id: schedule.id,
       name: "nightly",
     });
-    // The expected cost is recorded with the lease: 0.69 USD/h × 60 min.
-    expect(leases[0]!.expected_cost).toBeCloseTo(0.69, 6);
+    // The expected cost is recorded with the lease: 0.69 USD/h × (20 min boot allowance + 60 min).
+    expect(leases[0]!.expected_cost).toBeCloseTo(0.92, 6);
     const after = await getSchedule(schedule.id);
     expect(after).toMatchObject({
       last_lease_id: leases[0]!.id,

@@ -76,8 +76,8 @@ describe("schedule CRUD", () => {
     expect(one.status).toBe(200);
     const read = (await one.json()) as Schedule;
     expect(read.id).toBe(schedule.id);
-    // The sim's 4090 at 0.69 USD/h for 60 minutes.
-    expect(read.expected_cost).toMatchObject({ provider: "sim", amount_usd: 0.69 });
+    // The sim's 4090 at 0.69 USD/h for 60 minutes, plus the 20 minutes it may bill while booting.
+    expect(read.expected_cost).toMatchObject({ provider: "sim", amount_usd: 0.92 });
 
     const patched = await api(`/v1/schedules/${schedule.id}`, {
       method: "PATCH",

@@ -1,0 +1,196 @@
+import { env } from "cloudflare:workers";
+import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
+import { simCloud } from "../../src/sim/cloud";
+import { type InstalledFakes, installFakes } from "../fakes/install";
+import { RunpodFake } from "../fakes/runpod";
+import { VastFake } from "../fakes/vast";
+import { VramfarmFake } from "../fakes/vramfarm";
+import { apiDirect } from "../robustness/direct";
+import { TestClock } from "../robustness/drive";
+import { type Cell, formatMatrix } from "../robustness/matrix";
+import { CrashFake, type CrashMode, CrashSwitch, driveToEnd, leaseRows, rentWithCrash } from "./crash";
+
+/*
+ * The crash-point suite: for each provider, POST /v1/leases is interrupted at every await it
+ * makes (numbered by a dry run), in each way a request can die there (see crash.ts). Then the
+ * keeper's alarms and the reaper run to the end, and the cell holds when
+ *   1. no machine is alive at the provider (its fake, or the sim),
+ *   2. every lease is `stopped` with teardown verified, and the provider agrees it is gone,
+ *   3. the request never answered 2xx for a lease that then lost its machine.
+ */
+
+const PROVIDERS = ["runpod", "vast", "vramfarm", "sim"] as const;
+type Name = (typeof PROVIDERS)[number];
+const MODES: CrashMode[] = ["fail", "abort", "lost", "stop"];
+
+const BODY: Record<Name, Record<string, unknown>> = {
+  runpod: { provider: "runpod", gpu: "4090", template: "custom", image: "ghcr.io/you/batch:1", max_minutes: 60 },
+  vast: { provider: "vast", gpu: "4090", template: "custom", image: "ghcr.io/you/batch:1", max_minutes: 60 },
+  vramfarm: {
+    provider: "vramfarm",
+    gpu: "4090",
+    template: "custom",
+    image: "ghcr.io/you/batch:1",
+    cmd: "python /app/run.py",
+    max_minutes: 60,
+  },
+  sim: {
+    provider: "sim",
+    gpu: "4090",
+    gpu_count: 1,
+    template: "custom",
+    image: "ghcr.io/you/batch:1",
+    max_minutes: 60,
+  },
+};
+
+const clock = new TestClock();
+let installed: InstalledFakes | null = null;
+let current: CrashSwitch | null = null;
+let fakes: { runpod: RunpodFake; vast: VastFake; vramfarm: VramfarmFake } | null = null;
+
+function install(): void {
+  const runpod = new RunpodFake({ quirks: { bootMs: 30_000, lingerMs: 5_000 } });
+  const vast = new VastFake({ bootMs: 30_000, lingerMs: 5_000 });
+  const vramfarm = new VramfarmFake({ bootMs: 30_000 });
+  fakes = { runpod, vast, vramfarm };
+  installed = installFakes(
+    new CrashFake(() => current, runpod, "runpod"),
+    new CrashFake(() => current, vast, "vast"),
+    new CrashFake(() => current, vramfarm, "vramfarm"),
+  );
+}
+
+async function aliveMachines(): Promise<string[]> {
+  const alive: string[] = [];
+  for (const [name, fake] of Object.entries(fakes ?? {})) {
+    for (const m of fake.model.list()) alive.push(`${name} ${m.id} (${m.label ?? "no label"})`);
+  }
+  for (const m of await simCloud(env.SIM_CLOUD)
+    .describe()
+    .then((d) => d.machines)) {
+    alive.push(`sim ${m.ref} (${m.label ?? "no label"})`);
+  }
+  return alive;
+}
+
+async function stopNewest(): Promise<void> {
+  const row = await env.DB.prepare("SELECT id FROM leases ORDER BY rowid DESC LIMIT 1").first<{ id: string }>();
+  if (row) await apiDirect(`/v1/leases/${row.id}/stop`, { method: "POST" });
+}
+
+/** The labels of the awaits of an uninterrupted rental, per provider. */
+const points = new Map<Name, string[]>();
+const results = new Map<string, Cell>();
+
+async function runCell(provider: Name, at: number, mode: CrashMode): Promise<Cell> {
+  const sw = new CrashSwitch({ at, mode }, stopNewest);
+  current = sw;
+  const problems: string[] = [];
+  let answer: Awaited<ReturnType<typeof rentWithCrash>>;
+  try {
+    answer = await rentWithCrash(sw, BODY[provider]);
+  } finally {
+    current = null;
+  }
+  if (at > 0 && !sw.reached) problems.push(`crash point ${at} never reached (${sw.seen.length} awaits)`);
+  // Before the reaper's safety net runs: a lease the keeper called stopped must be gone for real.
+  const early = new Set<string>();
+  await driveToEnd(clock, async () => {
+    const now = await aliveMachines();
+    for (const lease of await leaseRows()) {
+      if (lease.status !== "stopped") continue;
+      const its = now.filter(
+        (m) =>
+          m.includes(lease.label) ||
+          (lease.provider_ref && m.includes(` ${lease.provider_ref} `)) ||
+          (m.startsWith("vramfarm") && m.endsWith("(no label)")),
+      );
+      for (const m of its) early.add(`lease ${lease.id} stopped (verified) while ${m} was alive`);
+    }
+  });
+  for (const e of early) problems.push(e);
+  clock.advance(10 * 60_000);
+  const alive = await aliveMachines();
+  for (const m of alive) problems.push(`machine alive: ${m}`);
+  for (const lease of await leaseRows()) {
+    if (lease.status !== "stopped") problems.push(`lease ${lease.id} ended ${lease.status}`);
+    else if (!lease.teardown_verified_at) problems.push(`lease ${lease.id} stopped unverified`);
+    if (lease.status === "stopped" && alive.some((m) => m.includes(lease.label)))
+      problems.push(`lease ${lease.id} stopped while its machine runs`);
+  }
+  const status = answer.status;
+  return {
+    state: problems.length === 0 ? "held" : "not held",
+    note: problems.length ? `answer ${status}; ${problems.join("; ")}` : "",
+  };
+}
+
+beforeEach(async () => {
+  clock.install();
+  clock.advance(3_600_000);
+  install();
+  await simCloud(env.SIM_CLOUD).reset();
+  await env.DB.batch([
+    env.DB.prepare("DELETE FROM leases"),
+    env.DB.prepare("DELETE FROM lease_events"),
+    env.DB.prepare("DELETE FROM reaper_runs"),
+  ]);
+});
+
+afterEach(() => {
+  installed?.restore();
+  installed = null;
+});
+
+afterAll(() => {
+  const rows = [...new Set([...points.values()].map((p) => p.length))].length ? maxPoints() : [];
+  const columns = PROVIDERS.flatMap((p) => MODES.map((m) => ({ provider: p, call: m })));
+  const table = formatMatrix(rows, columns, (row, column) => {
+    const at = Number(row.split(" ")[0]);
+    return results.get(`${column.provider}|${at}|${column.call}`) ?? { state: "n/a", note: "" };
+  });
+  const legend = PROVIDERS.map((p) => `- ${p}: ${(points.get(p) ?? []).map((l, i) => `${i + 1} ${l}`).join(", ")}`);
+  console.log(
+    `\nCrash points (await × provider/mode): held / NOT HELD / n/a\n${table}\n\nAwaits:\n${legend.join("\n")}`,
+  );
+});
+
+function maxPoints(): string[] {
+  const n = Math.max(...[...points.values()].map((p) => p.length));
+  return Array.from({ length: n }, (_, i) => `${i + 1} await`);
+}
+
+const MAX_POINTS = 24;
+
+for (const provider of PROVIDERS) {
+  describe(`${provider} rent path`, () => {
+    it("dry run: an uninterrupted rental ends with nothing alive", async () => {
+      const sw = new CrashSwitch({ at: 0, mode: "fail" }, stopNewest);
+      current = sw;
+      const answer = await rentWithCrash(sw, BODY[provider]);
+      current = null;
+      expect(answer.status, JSON.stringify(answer.body)).toBe(202);
+      points.set(provider, sw.seen);
+      await apiDirect(`/v1/leases/${(answer.body as { id: string }).id}/stop`, { method: "POST" });
+      await driveToEnd(clock);
+      clock.advance(10 * 60_000);
+      expect(await aliveMachines()).toEqual([]);
+    }, 60_000);
+
+    for (let at = 1; at <= MAX_POINTS; at++) {
+      for (const mode of MODES) {
+        it(`await ${at} × ${mode}`, async (ctx) => {
+          const count = points.get(provider)?.length ?? 0;
+          if (at > count) {
+            ctx.skip();
+            return;
+          }
+          const cell = await runCell(provider, at, mode);
+          results.set(`${provider}|${at}|${mode}`, cell);
+          expect(cell.note).toBe("");
+        }, 60_000);
+      }
+    }
+  });
+}
