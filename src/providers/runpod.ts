@@ -44,6 +44,8 @@ export interface RunpodOptions {
   url: string;
   /** how an HTTP port is reached, RUNPOD_PROXY_TEMPLATE, with `{id}` and `{port}` */
   proxyTemplate: string;
+  /** MIN_CUDA_VERSION: hosts with an older driver are not rented */
+  minCudaVersion?: string;
   fetch?: typeof fetch;
   sleep?: (ms: number) => Promise<void>;
   timeoutMs?: number;
@@ -51,10 +53,10 @@ export interface RunpodOptions {
   now?: () => number;
 }
 
-const OLLAMA_PORT = 11434;
-const SSH_PORT = 22;
-const clouds = ["SECURE", "COMMUNITY"] as const;
-type Cloud = (typeof clouds)[number];
+export const OLLAMA_PORT = 11434;
+export const SSH_PORT = 22;
+export const clouds = ["SECURE", "COMMUNITY"] as const;
+export type Cloud = (typeof clouds)[number];
 
 // runpodctl's order (betterStock): High > Medium > Low. null or "None" means no stock at all.
 const STOCK_RANK: Record<string, number> = { high: 3, medium: 2, low: 1 };
@@ -64,7 +66,7 @@ interface GraphqlAnswer {
   errors: GraphqlError[];
 }
 
-interface ParsedOffer {
+export interface ParsedOffer {
   cloud: Cloud;
   gpuTypeId: string;
   gpuCount: number;
@@ -195,20 +197,8 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
   }
 
   function deployInput(offer: ParsedOffer, spec: MachineSpec, sizing: HostSizing): Record<string, unknown> {
-    const env: Record<string, string> =
-      spec.template === "ollama"
-        ? {
-            OLLAMA_KEEP_ALIVE: "-1",
-            ...spec.env,
-            // Without it Ollama listens on 127.0.0.1 and the proxy never reaches it.
-            OLLAMA_HOST: "0.0.0.0",
-            ...(spec.context_length ? { OLLAMA_CONTEXT_LENGTH: String(spec.context_length) } : {}),
-          }
-        : { ...spec.env };
-    const ports =
-      spec.template === "ollama"
-        ? [`${OLLAMA_PORT}/http`]
-        : [...new Set(spec.ports.filter((p) => p !== SSH_PORT))].map((p) => `${p}/http`).concat(`${SSH_PORT}/tcp`);
+    const env = podEnv(spec);
+    const ports = podPorts(spec);
     return {
       name: spec.label,
       cloudType: offer.cloud,
@@ -384,6 +374,26 @@ export function stateOf(pod: Pod | null): MachineState {
   return hasPorts || (pod.runtime.uptimeInSeconds ?? 0) > 0 ? "running" : "booting";
 }
 
+/** The pod's environment, for both transports (as an object; GraphQL turns it into {key, value}). */
+export function podEnv(spec: MachineSpec): Record<string, string> {
+  return spec.template === "ollama"
+    ? {
+        OLLAMA_KEEP_ALIVE: "-1",
+        ...spec.env,
+        // Without it Ollama listens on 127.0.0.1 and the proxy never reaches it.
+        OLLAMA_HOST: "0.0.0.0",
+        ...(spec.context_length ? { OLLAMA_CONTEXT_LENGTH: String(spec.context_length) } : {}),
+      }
+    : { ...spec.env };
+}
+
+/** `["11434/http"]` for Ollama; a custom lease's ports as http plus ssh as `22/tcp`. */
+export function podPorts(spec: MachineSpec): string[] {
+  return spec.template === "ollama"
+    ? [`${OLLAMA_PORT}/http`]
+    : [...new Set(spec.ports.filter((p) => p !== SSH_PORT))].map((p) => `${p}/http`).concat(`${SSH_PORT}/tcp`);
+}
+
 /** `runpod:<CLOUD>:<gpuTypeId>` for one GPU, `runpod:<CLOUD>:<gpuTypeId>:<count>` for more. */
 export function parseOfferId(offerId: string): ParsedOffer | null {
   const match = /^runpod:(SECURE|COMMUNITY):(.+?)(?::(\d+))?$/.exec(offerId);
@@ -402,10 +412,10 @@ function createFailureKind(error: ProviderError): "rejected" | "ambiguous" {
   return "ambiguous";
 }
 
-function shellQuote(value: string): string {
+export function shellQuote(value: string): string {
   return `'${value.replaceAll("'", `'\\''`)}'`;
 }
 
-function round4(value: number): number {
+export function round4(value: number): number {
   return Math.round(value * 10_000) / 10_000;
 }

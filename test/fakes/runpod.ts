@@ -2,6 +2,7 @@ import { CloudModel, type ModelMachine } from "../../src/sim/model";
 import type { FakeService } from "./install";
 import { ollamaResponse } from "./ollama";
 import { json, text } from "./respond";
+import { handleRest } from "./runpod-rest";
 
 /*
  * A fake of RunPod's GraphQL API (POST /graphql) and its HTTP proxy
@@ -28,7 +29,13 @@ export const NO_CAPACITY_MESSAGES = {
 } as const;
 export type NoCapacityVariant = keyof typeof NO_CAPACITY_MESSAGES;
 
-export type RunpodOperation = "gpuTypes" | "dataCenters" | "deploy" | "pod" | "terminate" | "myself";
+/**
+ * What a request asks for, on either transport: REST v2 `GET /v2/catalog/gpus` is "gpuTypes",
+ * `POST /v2/pods` "deploy", `GET /v2/pods/{id}` "pod", `DELETE /v2/pods/{id}` "terminate",
+ * `GET /v2/pods` "myself" (the listing) and `GET /v2/billing/pods` "billing". So faults and
+ * call counts work the same on both.
+ */
+export type RunpodOperation = "gpuTypes" | "dataCenters" | "deploy" | "pod" | "terminate" | "myself" | "billing";
 
 export type RunpodFault =
   | { kind: "status"; status: number; body?: string; headers?: Record<string, string> }
@@ -77,6 +84,10 @@ export interface RunpodQuirks {
   errorButCreated: "graphql_error" | "http_500" | "hang" | null;
   /** 15: a new pod shows up in `myself.pods` only this long after create */
   listingLagMs: number;
+  /** REST v2: `runtime: {}` instead of null while the container is not up (RunPod's own create example) */
+  restEmptyRuntime: boolean;
+  /** REST v2: what `/v2/billing/pods` bills, as a multiple of price x hours (1 = the ledger's own figure) */
+  billingFactor: number;
 }
 
 export const defaultRunpodQuirks = (): RunpodQuirks => ({
@@ -98,6 +109,8 @@ export const defaultRunpodQuirks = (): RunpodQuirks => ({
   ignoreTerminates: 0,
   errorButCreated: null,
   listingLagMs: 0,
+  restEmptyRuntime: false,
+  billingFactor: 1,
 });
 
 export interface FakeGpuType {
@@ -181,6 +194,7 @@ export const defaultDataCenters = (): FakeDataCenter[] => [
 ];
 
 export interface RecordedRunpodRequest {
+  transport: "graphql" | "rest";
   url: string;
   method: string;
   userAgent: string | null;
@@ -267,7 +281,7 @@ const STRING_FIELDS = [
 ];
 
 const UNAUTHORIZED = "Unauthorized";
-const BOT_USER_AGENT = /^(python-urllib|go-http-client|java\/|libwww-perl)/i;
+export const BOT_USER_AGENT = /^(python-urllib|go-http-client|java\/|libwww-perl)/i;
 
 /** An error RunPod answers with HTTP 400 (document or variable validation). */
 class ValidationFailure extends Error {
@@ -299,7 +313,12 @@ export class RunpodFake implements FakeService {
     pod: [],
     terminate: [],
     myself: [],
+    billing: [],
   };
+  /** pods whose delete answers 409 (locked; the REST document also names cluster members) */
+  readonly lockedPods = new Set<string>();
+  /** `${cloud}:${gpuTypeId}` or `${cloud}:${gpuTypeId}:${count}` with no stock, whatever dataCenters says */
+  readonly outOfStock = new Set<string>();
   readonly requests: RecordedRunpodRequest[] = [];
   gpuTypes: FakeGpuType[] = defaultGpuTypes();
   dataCenters: FakeDataCenter[] = defaultDataCenters();
@@ -393,15 +412,34 @@ export class RunpodFake implements FakeService {
 
   handles(url: URL): boolean {
     return (
-      (url.host === this.endpoint.host && url.pathname === this.endpoint.pathname) || this.proxyHost.test(url.hostname)
+      (url.host === this.endpoint.host &&
+        (url.pathname === this.endpoint.pathname || url.pathname.startsWith("/v2/"))) ||
+      this.proxyHost.test(url.hostname)
     );
+  }
+
+  /** Stock of a type in one cloud for one GPU count: what both transports' creates honour. */
+  stockIn(gpuTypeId: string, cloud: "SECURE" | "COMMUNITY", count: number): "NONE" | "LOW" | "MEDIUM" | "HIGH" {
+    const type = this.gpuTypes.find((t) => t.id === gpuTypeId);
+    if (!type || count > type.maxGpuCount) return "NONE";
+    if ((cloud === "SECURE" ? type.securePrice : type.communityPrice) === null) return "NONE";
+    if (this.outOfStock.has(`${cloud}:${gpuTypeId}`) || this.outOfStock.has(`${cloud}:${gpuTypeId}:${count}`))
+      return "NONE";
+    const rank = { Low: 1, Medium: 2, High: 3 } as Record<string, number>;
+    let best = 0;
+    for (const dc of this.dataCenters)
+      for (const a of dc.gpuAvailability ?? [])
+        if (a.gpuTypeId === gpuTypeId && a.available && a.stockStatus) best = Math.max(best, rank[a.stockStatus] ?? 0);
+    return (["NONE", "LOW", "MEDIUM", "HIGH"] as const)[best]!;
   }
 
   async handle(request: Request): Promise<Response> {
     const url = new URL(request.url);
     const proxied = this.proxyHost.exec(url.hostname);
     if (proxied) return this.proxy(request, proxied[1]!, Number(proxied[2]));
+    if (url.pathname.startsWith("/v2/")) return handleRest(this, request);
     const record: RecordedRunpodRequest = {
+      transport: "graphql",
       url: request.url,
       method: request.method,
       userAgent: request.headers.get("user-agent"),
@@ -533,7 +571,7 @@ export class RunpodFake implements FakeService {
     return json(errors.length > 0 ? { errors, data } : { data });
   }
 
-  private injected(fault: RunpodFault, request: Request): Promise<Response> | Response {
+  injected(fault: RunpodFault, request: Request): Promise<Response> | Response {
     switch (fault.kind) {
       case "status":
         return text(fault.body ?? statusText(fault.status), fault.status, fault.headers);
@@ -625,7 +663,13 @@ export class RunpodFake implements FakeService {
         (a) => a.gpuTypeId === type.id && a.available && a.stockStatus && a.stockStatus !== "None",
       ),
     );
-    if (!stockedIn || price === null || gpuCount > type.maxGpuCount)
+    const cloudless = cloud !== "SECURE" && cloud !== "COMMUNITY";
+    if (
+      !stockedIn ||
+      price === null ||
+      gpuCount > type.maxGpuCount ||
+      (!cloudless && this.stockIn(type.id, cloud, gpuCount) === "NONE")
+    )
       throw new FieldFailure(NO_CAPACITY_MESSAGES.requested);
 
     const env = (input.env as { key: string; value: string }[] | undefined) ?? [];
@@ -748,7 +792,7 @@ export class RunpodFake implements FakeService {
     };
   }
 
-  private runtime(m: ModelMachine, upForMs: number): Record<string, unknown> {
+  runtime(m: ModelMachine, upForMs: number): Record<string, unknown> {
     const gpus = Array.from({ length: m.gpuCount }, (_, i) => ({
       id: `GPU-e0488b7e-6932-795b-a125-${String(i).padStart(12, "0")}`,
       gpuUtilPercent: 0,
@@ -1160,7 +1204,7 @@ function project(value: unknown, selection: GraphqlField[] | null, typeName: str
 
 // ------------------------------------------------------------------ helpers
 
-function parsePorts(ports: string): { port: number; type: string }[] {
+export function parsePorts(ports: string): { port: number; type: string }[] {
   return ports
     .split(",")
     .map((entry) => entry.trim().split("/"))
@@ -1168,14 +1212,14 @@ function parsePorts(ports: string): { port: number; type: string }[] {
     .map(([port, type]) => ({ port: Number(port), type: type! }));
 }
 
-function hang(request: Request): Promise<Response> {
+export function hang(request: Request): Promise<Response> {
   return new Promise((_, reject) => {
     if (request.signal.aborted) reject(request.signal.reason);
     request.signal.addEventListener("abort", () => reject(request.signal.reason));
   });
 }
 
-function statusText(status: number): string {
+export function statusText(status: number): string {
   if (status === 429) return "Too Many Requests";
   if (status === 502) return "<html><body><h1>502 Bad Gateway</h1></body></html>";
   if (status === 503) return "Service Unavailable";
@@ -1193,7 +1237,7 @@ function round(value: number): number {
 const ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
 
 /** 14 lowercase alphanumerics with at least one digit, like RunPod's. */
-function podId(): string {
+export function podId(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(14));
   const id = [...bytes].map((b) => ID_ALPHABET[b % ID_ALPHABET.length]).join("");
   return /\d/.test(id) ? id : `${id.slice(0, 13)}7`;

@@ -82,7 +82,7 @@ beforeEach(() => {
 
 afterEach(() => fakes.restore());
 
-describe("RunPod", () => {
+describe(`RunPod over ${env.RUNPOD_TRANSPORT}`, () => {
   it("rents, waits for Ollama behind the proxy, ends by the job's call-back, verifies the pod is gone", async () => {
     const lease = await rentOk({ provider: "runpod", gpu: "4090", max_minutes: 60 });
     expect(lease).toMatchObject({ provider: "runpod", status: "provisioning", currency: "USD" });
@@ -128,6 +128,10 @@ describe("RunPod", () => {
     expect(runpod.model.state(lease.provider_ref!)).toBe("gone");
     expect(runpod.calls("terminate").length).toBeGreaterThanOrEqual(2);
     expect(JSON.stringify(await eventsOf(lease.id))).not.toContain(callbackToken!);
+
+    // The configured transport did all of it: on REST v2 no GraphQL call at all, and the reverse.
+    const transports = new Set(runpod.requests.map((r) => r.transport));
+    expect([...transports]).toEqual([env.RUNPOD_TRANSPORT]);
   });
 });
 
