@@ -42,7 +42,14 @@ export function createProviders(env: Env, config: Config, clock: Clock, sleep: S
         });
       }
       case "vast":
-        return s.vastApiKey ? createVastProvider({ sleep, apiKey: s.vastApiKey, baseUrl: config.vastApiUrl }) : null;
+        return s.vastApiKey
+          ? createVastProvider({
+              sleep,
+              apiKey: s.vastApiKey,
+              baseUrl: config.vastApiUrl,
+              minCudaVersion: config.minCudaVersion,
+            })
+          : null;
       case "vramfarm":
         return s.vramfarmToken
           ? createVramfarmProvider({

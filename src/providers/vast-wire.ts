@@ -27,15 +27,19 @@ export function isUnwantedGpu(gpuName: string): boolean {
 const OFFER_LIMIT = 64;
 
 /** The `POST /api/v0/bundles/` body for a query. */
-export function bundlesQuery(query: OfferQuery): Record<string, unknown> {
+export function bundlesQuery(query: OfferQuery, minCudaVersion = 12.4): Record<string, unknown> {
+  const disk = vastDiskGb(query.weights_gb ?? query.vram_gb ?? 0);
   const body: Record<string, unknown> = {
     verified: { eq: true },
     rentable: { eq: true },
     rented: { eq: false },
     external: { eq: false },
     direct_port_count: { gte: 1 },
-    cuda_max_good: { gte: 12.4 },
+    cuda_max_good: { gte: minCudaVersion },
     compute_cap: { gte: 750 },
+    // Only hosts with the disk the create will ask (gpuhunt, SkyPilot): otherwise the create
+    // asks more than the host has and fails (docs/providers.md#vast-offers).
+    disk_space: { gte: disk },
   };
   // Vast's RAM fields are MB (the CLI multiplies user input by 1000): 24 here would match every card.
   if (query.vram_gb !== undefined) body.gpu_total_ram = { gte: Math.round(query.vram_gb * 1000) };
@@ -46,7 +50,7 @@ export function bundlesQuery(query: OfferQuery): Record<string, unknown> {
   body.order = [["dph_total", "asc"]];
   body.limit = OFFER_LIMIT;
   // dph_total includes storage for allocated_storage: price the disk the lease will really get.
-  body.allocated_storage = vastDiskGb(query.weights_gb ?? query.vram_gb ?? 0);
+  body.allocated_storage = disk;
   return body;
 }
 
@@ -171,6 +175,7 @@ export const VastInstanceSchema = z.object({
   ports: z.record(z.string(), z.array(PortBindingSchema).nullable()).nullable().optional(),
   ssh_host: z.string().nullable().optional(),
   ssh_port: z.number().int().nullable().optional(),
+  image_runtype: z.string().nullable().optional(),
   dph_total: z.number().nullable().optional(),
   start_date: z.number().nullable().optional(),
 });
@@ -185,7 +190,39 @@ export const ListInstancesResponseSchema = z.object({
   next_token: z.string().nullable().optional(),
 });
 
-export const UserResponseSchema = z.object({ credit: z.number() });
+/** vast-cli lists `credit` and the docs `balance`: read credit, fall back to balance. */
+export const UserResponseSchema = z
+  .object({ credit: z.number().nullish(), balance: z.number().nullish() })
+  .refine((u) => u.credit != null || u.balance != null, "neither credit nor balance");
+
+/** Vast's create limits (vast-ai/docs create_instance.yaml): checked before anything is rented. */
+export const ENV_VALUE_MAX = 256;
+export const ARGS_TOTAL_MAX = 4096;
+
+/** The spec's problems against Vast's create limits, in plain words. */
+export function vastSpecProblems(spec: Pick<MachineSpec, "env" | "cmd" | "template">): string[] {
+  const problems: string[] = [];
+  for (const [key, value] of Object.entries(spec.env))
+    if (value.length > ENV_VALUE_MAX)
+      problems.push(`env ${key}: Vast.ai takes at most ${ENV_VALUE_MAX} characters per value (${value.length} given)`);
+  const body = createBody({
+    label: "x",
+    template: spec.template,
+    image: "x",
+    cmd: spec.cmd,
+    env: {},
+    ports: [],
+    disk_gb: 1,
+    weights_gb: 0,
+    context_length: null,
+    max_minutes: 1,
+  });
+  const argsLength =
+    ((body.args as string[] | null) ?? []).join(" ").length + ((body.onstart as string | null) ?? "").length;
+  if (argsLength > ARGS_TOTAL_MAX)
+    problems.push(`cmd: Vast.ai takes at most ${ARGS_TOTAL_MAX} characters of args and onstart (${argsLength} given)`);
+  return problems;
+}
 
 export const DestroyResponseSchema = z.object({
   success: z.boolean().optional(),
@@ -206,11 +243,11 @@ export function instanceState(instance: VastInstance): VastState {
   const actual = instance.actual_status ?? null;
   const intended = instance.intended_status ?? null;
   const message = instance.status_msg?.trim() || null;
-  // UNCONFIRMED: right after DELETE a read may show "destroyed". Only `{"instances": null}` or a
-  // 404 proves absence, so until then it still exists (a wrong "gone" would stop the teardown check).
-  if (actual === "destroyed" || intended === "destroyed") {
-    return { state: "exited", error: "destroyed; waiting for Vast to drop the instance" };
-  }
+  // `destroyed`/`terminated` in actual_status or cur_state is gone (vast-cli instance_exist).
+  // vast-cli also counts `offline` as gone, but an offline host can come back and bill: not here.
+  const contract = instance.cur_state ?? null;
+  if (GONE_STATES.has(actual ?? "") || GONE_STATES.has(contract ?? "")) return { state: "gone", error: null };
+  if (intended === "destroyed") return { state: "exited", error: "destroyed; waiting for Vast to drop the instance" };
   if (actual === "running") {
     // Ready means both agree (vast-cli wait_for_instance); running while intended elsewhere is on its way down.
     if (intended === null || intended === "running") return { state: "running", error: null };
@@ -232,6 +269,8 @@ export function instanceState(instance: VastInstance): VastState {
   return { state: "booting", error: null };
 }
 
+const GONE_STATES = new Set(["destroyed", "terminated"]);
+
 /** Access once running: `http://{public_ipaddr}:{HostPort}` per published port, Ollama's first. */
 export function instanceAccess(instance: VastInstance): Access {
   const ip = instance.public_ipaddr?.trim() || null;
@@ -252,7 +291,12 @@ export function instanceAccess(instance: VastInstance): Access {
     // HostPort is a string and random (41207), never the container's 11434 (quirk 21).
     for (const p of published) urls.push(`http://${ip}:${String(p.hostPort).trim()}`);
   }
-  const sshHost = instance.ssh_host?.trim() || null;
+  // runtype "args" "runs the image as-is": no sshd, whatever ssh_host/ssh_port say.
+  const runsAsIs = (instance.image_runtype ?? "args")
+    .trim()
+    .split(/\s+/)
+    .every((t) => t === "args");
+  const sshHost = runsAsIs ? null : instance.ssh_host?.trim() || null;
   const ssh = sshHost && instance.ssh_port ? { host: sshHost, port: instance.ssh_port } : null;
   return { urls, ssh };
 }

@@ -25,6 +25,7 @@ import {
   UserResponseSchema,
   type VastInstance,
   VastOfferSchema,
+  vastSpecProblems,
 } from "./vast-wire";
 
 /** Create errors Vast documents as refusals before anything is made (create_instance.yaml). */
@@ -47,6 +48,8 @@ export interface VastOptions {
   timeoutMs?: number;
   /** create calls wait longer: Vast places the container before it answers */
   createTimeoutMs?: number;
+  /** MIN_CUDA_VERSION, "major.minor" */
+  minCudaVersion?: string;
 }
 
 /** v1 listing page size; Vast allows at most 25 (quirk 30). */
@@ -92,8 +95,9 @@ export function createVastProvider(options: VastOptions): Provider {
 
   const destroy = async (ref: string): Promise<void> => {
     const response = await http.send({ method: "DELETE", url: url(`/api/v0/instances/${instanceId(ref)}/`), body: {} });
-    // Already gone: 404, or error no_such_instance (dstack) / not_found (docs), in 200 or 404 (quirk 26).
-    if (response.status === 404) return;
+    // Already gone: error no_such_instance (dstack) / not_found (docs), in 200 or 404; a 404
+    // without Vast's own error body (an HTML page, a wrong base URL) proves nothing.
+    if (response.status === 404 && isGoneEvidence(response)) return;
     if (response.status !== 200) throw http.unexpected(response, "destroy instance");
     const body = http.parse(response, DestroyResponseSchema, "destroy instance");
     if (body.success === false && body.error !== "no_such_instance" && body.error !== "not_found") {
@@ -140,7 +144,9 @@ export function createVastProvider(options: VastOptions): Provider {
       url: url(`/api/v0/asks/${askId}/`),
       body,
       retry: false,
-      timeoutMs: options.createTimeoutMs ?? 60_000,
+      // vast-cli's default 120 s is "conservative enough for slow operations like instance creation";
+      // a create that times out is ambiguous (the caller looks the instance up by label).
+      timeoutMs: options.createTimeoutMs ?? 120_000,
     };
     try {
       return await http.send(request);
@@ -185,8 +191,14 @@ export function createVastProvider(options: VastOptions): Provider {
     billingStartsAt: "accepted",
     minimumBilledMinutes: 0,
 
+    validateSpec: vastSpecProblems,
+
     async listOffers(query: OfferQuery): Promise<ProviderOffer[]> {
-      const response = await http.send({ method: "POST", url: url("/api/v0/bundles/"), body: bundlesQuery(query) });
+      const response = await http.send({
+        method: "POST",
+        url: url("/api/v0/bundles/"),
+        body: bundlesQuery(query, Number(options.minCudaVersion ?? "12.4")),
+      });
       if (response.status !== 200) throw http.unexpected(response, "search offers");
       const body = http.parse(response, BundlesResponseSchema, "search offers");
       const offers: ProviderOffer[] = [];
@@ -248,8 +260,9 @@ export function createVastProvider(options: VastOptions): Provider {
 
     async status(ref: string): Promise<MachineStatus> {
       const response = await http.send({ method: "GET", url: url(`/api/v0/instances/${instanceId(ref)}/`) });
-      // vast-cli's own check treats a 404 as gone (machines.py instance_exist), quirk 18.
-      if (response.status === 404) return goneStatus();
+      // vast-cli treats a 404 as gone (machines.py instance_exist); here only with Vast's own error
+      // body (docs/providers.md#teardown-evidence): a proxy's or wrong base URL's 404 is a failed read.
+      if (response.status === 404 && isGoneEvidence(response)) return goneStatus();
       if (response.status !== 200) throw http.unexpected(response, "show instance");
       const body = http.parse(response, ShowInstanceResponseSchema, "show instance");
       // Deleted instances read as 200 `{"instances": null}`, not 404 (quirk 18).
@@ -288,7 +301,7 @@ export function createVastProvider(options: VastOptions): Provider {
       // text goes through scrub() which redacts key-shaped fields.
       if (response.status !== 200) throw http.unexpected(response, "read account");
       const body = http.parse(response, UserResponseSchema, "read account");
-      return { amount: body.credit, currency: "USD" };
+      return { amount: body.credit ?? body.balance ?? 0, currency: "USD" };
     },
 
     async ollamaReady(_ref: string, status: MachineStatus): Promise<boolean> {
@@ -296,6 +309,12 @@ export function createVastProvider(options: VastOptions): Provider {
       return ollama ? ollamaAnswers(ollama, fetchImpl) : false;
     },
   };
+}
+
+/** Vast's own word that an instance does not exist: `no_such_instance` (dstack) or `not_found` (docs). */
+function isGoneEvidence(response: HttpResponse): boolean {
+  const body = DestroyResponseSchema.safeParse(response.json);
+  return body.success && (body.data.error === "no_such_instance" || body.data.error === "not_found");
 }
 
 function goneStatus(): MachineStatus {

@@ -215,8 +215,9 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
         );
       }
       const { code, text } = reason(response);
-      // 409 no_capacity: no machine of that card is free; 409 server_limit is the account's cap.
-      if (response.status === 409 && code === "no_capacity") return { ok: false, kind: "no_capacity", error: text };
+      // The article: 409 = "no machine of that type free", whatever its code says (no_capacity,
+      // server_limit, or one not seen yet): move on to the next offer.
+      if (response.status === 409) return { ok: false, kind: "no_capacity", error: text };
       if (response.status >= 500) return ambiguous(`HTTP ${response.status}: ${text}`);
       // 400 invalid_request, 401, 402 insufficient_balance, 409 server_limit, ...
       return { ok: false, kind: "rejected", error: text };
@@ -224,12 +225,16 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
 
     async status(ref: string): Promise<MachineStatus> {
       const response = await http.send({ method: "GET", url: url(`/instances/${serverId(ref)}`) });
-      if (response.status === 404) {
+      // Gone only with VRAMfarm's own `{"code": "not_found"}`: an HTML or proxy 404 proves nothing
+      // (docs/providers.md#teardown-evidence).
+      if (response.status === 404 && reason(response).code === "not_found") {
         return { state: "gone", access: null, cost: null, traffic_cost: null, price_per_hour: null, error: null };
       }
       if (response.status !== 200) throw http.unexpected(response, "read server");
       const instance = http.parse(response, InstanceSchema, "read server");
-      if (String(instance.id) !== ref) throw http.error("parse", `read server: asked for ${ref}, got ${instance.id}`);
+      // The article lists status, access, cost_eur, traffic_eur and error only: `id` may be absent.
+      if (instance.id != null && String(instance.id) !== ref)
+        throw http.error("parse", `read server: asked for ${ref}, got ${instance.id}`);
       const { state, error } = instanceState(instance);
       const ssh = instance.access?.ssh ?? null;
       return {
@@ -245,8 +250,8 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
 
     async terminate(ref: string): Promise<void> {
       const response = await http.send({ method: "POST", url: url("/instances/stop"), body: { id: serverId(ref) } });
-      // Unknown id: nothing there to stop.
-      if (response.status === 404) return;
+      // Unknown id: nothing there to stop, on VRAMfarm's own not_found only.
+      if (response.status === 404 && reason(response).code === "not_found") return;
       if (response.status !== 200) throw http.unexpected(response, "stop server");
       // {"ok": true, "already": true} on a second stop: stopping twice is harmless.
       const body = http.parse(response, StopResponseSchema, "stop server");

@@ -40,12 +40,15 @@ export interface VramfarmQuirks {
   retryAfterSeconds: number;
   /** the account's limit of servers at once (409 server_limit beyond it) */
   maxServers: number;
+  /** the status read answers only the fields the article promises (no `id`), docs/providers.md#vramfarm */
+  statusOmitsId: boolean;
 }
 
 export const defaultVramfarmQuirks = (): VramfarmQuirks => ({
   rejectProvisioningFilter: false,
   retryAfterSeconds: 2,
   maxServers: 4,
+  statusOmitsId: false,
 });
 
 /** One machine VRAMfarm lists; `free` is how many of it can still be started. */
@@ -326,7 +329,9 @@ export class VramfarmFake implements FakeService {
       case "show": {
         const m = id ? this.model.get(id) : undefined;
         if (!m) return json({ error: "no such server", code: "not_found" }, 404);
-        return json(this.serverJson(m));
+        const server: Record<string, unknown> = this.serverJson(m);
+        if (this.quirks.statusOmitsId) delete server.id;
+        return json(server);
       }
       case "list": {
         const status = url.searchParams.get("status");

@@ -336,7 +336,8 @@ describe("vast status", () => {
     expect(running.state).toBe("running");
     const url = fake.ollamaUrl(ref);
     expect(url).not.toContain(":11434");
-    expect(running.access).toEqual({ urls: [url], ssh: { host: "ssh4.vast.ai", port: expect.any(Number) } });
+    // runtype "args" runs the image as-is: no sshd, so no ssh access reported (docs/providers.md#vast-instances).
+    expect(running.access).toEqual({ urls: [url], ssh: null });
   });
 
   it.each(["empty", "null", "absent"] as const)(
@@ -421,14 +422,14 @@ describe("vast status", () => {
     expect(await vast.status(ref)).toMatchObject({ state: "exited", error: "outbid" });
   });
 
-  it("keeps a destroyed-but-listed instance as existing until Vast drops it", async () => {
+  it("takes a destroyed-but-listed instance as gone, as vast-cli's instance_exist does", async () => {
     fake = new VastFake({ now: () => now, lingerMs: 30_000 });
     fakes.restore();
     fakes = installFakes(fake);
     fake.quirks.lingerAs = "destroyed";
     const ref = await rented();
     await vast.terminate(ref);
-    expect((await vast.status(ref)).state).toBe("exited");
+    expect((await vast.status(ref)).state).toBe("gone");
     now += 31_000;
     expect((await vast.status(ref)).state).toBe("gone");
   });
