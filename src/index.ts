@@ -7,6 +7,7 @@ import { createServices } from "./services";
 
 export { RateLimiter } from "./auth/rate-limiter";
 export { LeaseKeeper } from "./keeper/keeper";
+export { OffersCache } from "./offers/shared-cache";
 export { SimCloud } from "./sim/cloud";
 
 const app = createApp();
