@@ -76,6 +76,9 @@ export const LeaseRowSchema = z.object({
   stop_requested_at: z.string().nullable(),
   stopped_at: z.string().nullable(),
   teardown_verified_at: z.string().nullable(),
+  /** what the provider itself billed (src/billing), when it reports it per machine */
+  billed: z.number().nullable().optional(),
+  billing_checked_at: z.string().nullable().optional(),
 });
 export type LeaseRow = z.infer<typeof LeaseRowSchema>;
 
@@ -99,6 +102,7 @@ export function toLease(row: LeaseRow): Lease {
     max_cost: row.max_cost,
     expected_cost: row.expected_cost,
     cost: row.cost,
+    billed: row.billed ?? null,
     access: row.access,
     error: row.error,
     stop_reason: row.stop_reason,
