@@ -6,9 +6,18 @@ import { z } from "zod";
  * break the document nor inject fields. The variable type names are RunPod's own input types.
  */
 
-export const OFFERS_QUERY = `query Offers {
-  gpuTypes { id displayName manufacturer memoryInGb secureCloud communityCloud securePrice communityPrice maxGpuCount }
-  dataCenters { id gpuAvailability { gpuTypeId available stockStatus } }
+/*
+ * Stock is per cloud and GPU count (gpuhunt, dstack): one lowestPrice per cloud, asked for the
+ * count and the CUDA floor, rather than one dataCenters map applied to both clouds and every count
+ * (docs/providers.md#runpod-graphql).
+ */
+export const OFFERS_QUERY = `query Offers($count: Int, $minCuda: String) {
+  gpuTypes {
+    id displayName manufacturer memoryInGb secureCloud communityCloud securePrice communityPrice
+    maxGpuCount maxGpuCountSecureCloud maxGpuCountCommunityCloud
+    secureStock: lowestPrice(input: {gpuCount: $count, secureCloud: true, minCudaVersion: $minCuda}) { stockStatus }
+    communityStock: lowestPrice(input: {gpuCount: $count, secureCloud: false, minCudaVersion: $minCuda}) { stockStatus }
+  }
 }`;
 
 export const DEPLOY_MUTATION = `mutation Deploy($input: PodFindAndDeployOnDemandInput!) {
@@ -60,6 +69,10 @@ export const GpuTypeSchema = z.object({
   securePrice: z.number().nullish(),
   communityPrice: z.number().nullish(),
   maxGpuCount: z.number().nullish(),
+  maxGpuCountSecureCloud: z.number().nullish(),
+  maxGpuCountCommunityCloud: z.number().nullish(),
+  secureStock: z.object({ stockStatus: z.string().nullish() }).nullish(),
+  communityStock: z.object({ stockStatus: z.string().nullish() }).nullish(),
 });
 export type GpuType = z.infer<typeof GpuTypeSchema>;
 
@@ -69,16 +82,7 @@ export const GpuAvailabilitySchema = z.object({
   stockStatus: z.string().nullish(),
 });
 
-export const OffersDataSchema = z.object({
-  gpuTypes: z.array(GpuTypeSchema),
-  dataCenters: z.array(
-    z.object({
-      id: z.string(),
-      // A DC without GPUs may omit the list or send null.
-      gpuAvailability: z.array(GpuAvailabilitySchema).nullish(),
-    }),
-  ),
-});
+export const OffersDataSchema = z.object({ gpuTypes: z.array(GpuTypeSchema) });
 
 export const DeployDataSchema = z.object({
   podFindAndDeployOnDemand: z

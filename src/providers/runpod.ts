@@ -10,7 +10,6 @@ import {
   errorText,
   GraphqlEnvelopeSchema,
   type GraphqlError,
-  isInternalError,
   isNoCapacity,
   isPodNotFound,
   isUnauthorized,
@@ -135,27 +134,13 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
   }
 
   async function listOffers(query: OfferQuery): Promise<ProviderOffer[]> {
-    const data = dataOf(await graphql("gpu offers", OFFERS_QUERY), OffersDataSchema, "gpu offers");
-
-    // gpuTypes is the catalogue, not the stock: a type is offered only where some data centre
-    // reports it in stock, else every rent of it would end in "no longer any instances".
-    const bestStock = new Map<string, string>();
-    for (const dataCenter of data.dataCenters) {
-      for (const entry of dataCenter.gpuAvailability ?? []) {
-        const stock = entry.stockStatus?.toLowerCase();
-        if (!entry.gpuTypeId || entry.available === false || !stock || !(stock in STOCK_RANK)) continue;
-        const current = bestStock.get(entry.gpuTypeId);
-        if (!current || STOCK_RANK[stock]! > STOCK_RANK[current]!) bestStock.set(entry.gpuTypeId, stock);
-      }
-    }
-
     const count = query.gpu_count ?? 1;
+    const variables = { count, minCuda: options.minCudaVersion ?? null };
+    const data = dataOf(await graphql("gpu offers", OFFERS_QUERY, variables), OffersDataSchema, "gpu offers");
     const nameFilter = query.gpu?.toLowerCase();
     const offers: ProviderOffer[] = [];
     for (const type of data.gpuTypes) {
-      const availability = bestStock.get(type.id);
-      if (!availability) continue;
-      // AMD cards cannot run the CUDA images we start (the seed skipped MI300X for this).
+      // AMD cards cannot run the CUDA images we start.
       if (type.manufacturer?.toLowerCase() === "amd" || /^(amd\b|mi\d)/i.test(type.displayName)) continue;
       if (type.maxGpuCount != null && type.maxGpuCount < count) continue;
       const vram = (type.memoryInGb ?? 0) * count;
@@ -167,9 +152,16 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
       )
         continue;
       for (const cloud of clouds) {
-        const inCloud = cloud === "SECURE" ? type.secureCloud : type.communityCloud;
-        const pricePerGpu = cloud === "SECURE" ? type.securePrice : type.communityPrice;
+        const secure = cloud === "SECURE";
+        const inCloud = secure ? type.secureCloud : type.communityCloud;
+        const pricePerGpu = secure ? type.securePrice : type.communityPrice;
+        const maxInCloud = secure ? type.maxGpuCountSecureCloud : type.maxGpuCountCommunityCloud;
+        // gpuTypes is the catalogue, not the stock: only this cloud's stock for this count counts.
+        // null or "None" means no stock at all (gpuhunt drops those).
+        const availability = (secure ? type.secureStock : type.communityStock)?.stockStatus?.toLowerCase();
+        if (!availability || !(availability in STOCK_RANK)) continue;
         if (!inCloud || !pricePerGpu || pricePerGpu <= 0) continue;
+        if (maxInCloud != null && maxInCloud < count) continue;
         const price = round4(pricePerGpu * count);
         if (query.max_price_usd !== undefined && price > query.max_price_usd) continue;
         offers.push({
@@ -211,6 +203,10 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
       // dockerArgs replaces the image CMD; "" keeps the image default (Ollama's `serve`).
       dockerArgs: spec.template === "custom" && spec.cmd ? `bash -c ${shellQuote(spec.cmd)}` : "",
       containerDiskInGb: Math.max(sizing.diskGb, spec.disk_gb),
+      // dstack always sends it: a host with an old driver bills while the image never starts.
+      ...(options.minCudaVersion ? { minCudaVersion: options.minCudaVersion } : {}),
+      // A community pod's TCP ports (ssh) need a public IP; secure pods always have one (runpodctl).
+      ...(offer.cloud === "COMMUNITY" && ports.some((p) => p.endsWith("/tcp")) ? { supportPublicIp: true } : {}),
       minVcpuCount: sizing.vcpus,
       minMemoryInGb: sizing.ramGb,
       volumeInGb: 0,
@@ -236,10 +232,11 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
     if (answer.errors.length > 0) {
       const error = http.scrub(errorText(answer.errors));
       if (answer.errors.some(isNoCapacity)) return { ok: false, kind: "no_capacity", error };
-      // "Something went wrong" is RunPod's 500 inside a 200; creates have failed that way with
-      // the pod billing behind them (quirk 15), so the caller must look it up by label.
-      if (answer.errors.some(isInternalError)) return { ok: false, kind: "ambiguous", error };
-      return { ok: false, kind: "rejected", error };
+      // A key without permission is refused at the door.
+      if (answer.errors.some(isUnauthorized)) return { ok: false, kind: "rejected", error };
+      // Anything else may sit on a pod: "Something went wrong" has come with the pod starting
+      // (runpodctl #45), with or without extensions.code, so the caller looks it up by label.
+      return { ok: false, kind: "ambiguous", error };
     }
     return { ok: false, kind: "ambiguous", error: "create pod: RunPod answered without a pod id" };
   }

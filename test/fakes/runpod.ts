@@ -539,7 +539,7 @@ export class RunpodFake implements FakeService {
       try {
         const args = resolveArgs(field.args, record.variables);
         const value = root.resolve(this, args, key !== null);
-        data[responseKey] = project(value, field.selection, root.typeName);
+        data[responseKey] = project(value, field.selection, root.typeName, record.variables);
         if (root.operation === "deploy" && this.quirks.errorButCreated) afterwards = this.quirks.errorButCreated;
       } catch (error) {
         if (!(error instanceof FieldFailure)) throw error;
@@ -627,7 +627,7 @@ export class RunpodFake implements FakeService {
         }
       }
       // Selections are checked against a fully populated sample of the type.
-      project(root.sample(this), field.selection, root.typeName);
+      project(root.sample(this), field.selection, root.typeName, variables);
       if (root.operation === "deploy" && this.quirks.strictInput)
         validateDeployInput(resolveArgs(field.args, variables).input);
     }
@@ -635,11 +635,38 @@ export class RunpodFake implements FakeService {
 
   // ---------------------------------------------------------------- resolvers
 
-  resolveGpuTypes(args: Record<string, unknown>): FakeGpuType[] {
+  resolveGpuTypes(args: Record<string, unknown>): Record<string, unknown>[] {
     const filter = isObject(args.input) ? args.input : {};
-    if (typeof filter.id === "string") return this.gpuTypes.filter((t) => t.id === filter.id);
-    if (Array.isArray(filter.ids)) return this.gpuTypes.filter((t) => (filter.ids as unknown[]).includes(t.id));
-    return this.gpuTypes;
+    let types = this.gpuTypes;
+    if (typeof filter.id === "string") types = types.filter((t) => t.id === filter.id);
+    else if (Array.isArray(filter.ids)) types = types.filter((t) => (filter.ids as unknown[]).includes(t.id));
+    return types.map((t) => this.withLowestPrice(t));
+  }
+
+  /** `lowestPrice(input: {gpuCount, secureCloud, ...})`: stock for one cloud and GPU count (null = none). */
+  withLowestPrice(t: FakeGpuType): Record<string, unknown> {
+    return {
+      ...t,
+      maxGpuCountSecureCloud: t.secureCloud ? t.maxGpuCount : 0,
+      maxGpuCountCommunityCloud: t.communityCloud ? t.maxGpuCount : 0,
+      lowestPrice: (args: Record<string, unknown>) => {
+        const input = isObject(args.input) ? args.input : {};
+        const cloud = input.secureCloud === false ? "COMMUNITY" : "SECURE";
+        const count = typeof input.gpuCount === "number" ? input.gpuCount : 1;
+        const stock = this.stockIn(t.id, cloud, count);
+        const price = cloud === "SECURE" ? t.securePrice : t.communityPrice;
+        const inStock = stock !== "NONE";
+        return {
+          minimumBidPrice: inStock && price ? round(price * 0.45) : null,
+          uninterruptablePrice: inStock ? price : null,
+          minVcpu: inStock ? 6 : null,
+          minMemory: inStock ? 41 : null,
+          stockStatus: inStock ? stock[0] + stock.slice(1).toLowerCase() : null,
+          maxUnreservedGpuCount: inStock ? t.maxGpuCount : 0,
+          availableGpuCounts: inStock ? Array.from({ length: t.maxGpuCount }, (_, i) => i + 1) : [],
+        };
+      },
+    };
   }
 
   resolveDeploy(input: Record<string, unknown>, authenticated: boolean): Record<string, unknown> {
@@ -893,7 +920,7 @@ const ROOT_FIELDS: Record<string, RootField> = {
     kind: "query",
     typeName: "GpuType",
     resolve: (fake, args) => fake.resolveGpuTypes(args),
-    sample: () => [defaultGpuTypes()[0]],
+    sample: (fake) => [fake.withLowestPrice(defaultGpuTypes()[0]!)],
   },
   dataCenters: {
     operation: "dataCenters",
@@ -1180,9 +1207,14 @@ function resolveArgs(args: Record<string, ArgValue>, variables: Record<string, u
 }
 
 /** Keeps only the selected fields, as GraphQL does; a selection RunPod would reject throws. */
-function project(value: unknown, selection: GraphqlField[] | null, typeName: string): unknown {
+function project(
+  value: unknown,
+  selection: GraphqlField[] | null,
+  typeName: string,
+  variables: Record<string, unknown> = {},
+): unknown {
   if (value === null || value === undefined) return null;
-  if (Array.isArray(value)) return value.map((item) => project(item, selection, typeName));
+  if (Array.isArray(value)) return value.map((item) => project(item, selection, typeName, variables));
   if (!isObject(value)) {
     if (selection)
       throw new ValidationFailure(`Field of type "${typeName}" must not have a selection since it has no subfields.`);
@@ -1197,7 +1229,10 @@ function project(value: unknown, selection: GraphqlField[] | null, typeName: str
     }
     if (!(field.name in value))
       throw new ValidationFailure(`Cannot query field "${field.name}" on type "${typeName}".`);
-    out[field.alias ?? field.name] = project(value[field.name], field.selection, field.name);
+    // A field with arguments (lowestPrice(input: ...)) is a function of them.
+    const raw = value[field.name];
+    const resolved = typeof raw === "function" ? raw(resolveArgs(field.args, variables)) : raw;
+    out[field.alias ?? field.name] = project(resolved, field.selection, field.name, variables);
   }
   return out;
 }
