@@ -214,7 +214,7 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
           `create answered ${response.status} without a server id: ${http.scrub(response.text || "(empty body)")}`,
         );
       }
-      const { code, text } = reason(response);
+      const { text } = reason(response);
       // The article: 409 = "no machine of that type free", whatever its code says (no_capacity,
       // server_limit, or one not seen yet): move on to the next offer.
       if (response.status === 409) return { ok: false, kind: "no_capacity", error: text };
