@@ -134,7 +134,7 @@ export const TerminateDataSchema = z.object({ podTerminate: z.unknown() }).nulli
  * No capacity, in every wording seen: "no longer any instances available with the requested /
  * request specifications", "... with enough disk space", "There are no instances available"
  * (spot), "not enough free GPUs on the host machine" (resume), "No compatible CUDA host is
- * currently available", or the SUPPLY_CONSTRAINT code the seed's authors saw.
+ * currently available", or the SUPPLY_CONSTRAINT code an earlier client's authors reported (docs/providers.md#runpod-no-capacity).
  */
 export function isNoCapacity(error: GraphqlError): boolean {
   const message = error.message.toLowerCase();

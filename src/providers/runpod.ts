@@ -73,7 +73,7 @@ export interface ParsedOffer {
 
 /**
  * The RunPod adapter: GraphQL over the shared HttpClient. RunPod retires GraphQL in early 2027
- * for REST v2 (providers.md 1.10); everything GraphQL-shaped stays in this file and
+ * for REST v2 (docs/providers.md#runpod-rest-v2); everything GraphQL-shaped stays in this file and
  * runpod-graphql.ts so the transport can be swapped behind the Provider interface.
  */
 export function createRunpodProvider(options: RunpodOptions): Provider {
@@ -299,7 +299,7 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
 
   /**
    * The account's pods. `myself: null` means no (valid) key, never "no pods". A pod created a
-   * few seconds ago may be missing here (listing lag, quirk 15): callers reconciling after an
+   * few seconds ago may be missing here (listing lag, docs/providers.md#runpod-ambiguous-create): callers reconciling after an
    * ambiguous create must look again before concluding nothing was made.
    */
   async function myPods(): Promise<Pod[]> {
@@ -359,7 +359,7 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
 }
 
 /**
- * A pod's state by providers.md's rules. `desiredStatus` is what RunPod wants, not what is:
+ * A pod's state by the rules in docs/providers.md#runpod-readiness. `desiredStatus` is what RunPod wants, not what is:
  * RUNNING with `runtime: null` is billed but not started (image pull, or never: stuck booting).
  */
 export function stateOf(pod: Pod | null): MachineState {

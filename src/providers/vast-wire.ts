@@ -3,19 +3,19 @@ import { gpuSpecFor } from "./gpus";
 import type { Access, MachineSpec, MachineState, OfferQuery, ProviderOffer } from "./types";
 
 /**
- * Vast.ai's wire shapes (providers.md §2) and the pure mapping between them and gpulease's
+ * Vast.ai's wire shapes (docs/providers.md#vastai) and the pure mapping between them and gpulease's
  * types. Only the fields gpulease reads are declared; zod drops the rest (among them the
  * `api_key` that `/users/current/` echoes).
  */
 
 const clamp = (value: number, min: number, max: number) => Math.min(max, Math.max(min, value));
 
-/** Container disk for the weights, after the seed: clamp(1.35 × weights + 30, 25, 900) GB. */
+/** Container disk for the weights (docs/providers.md#sizing): clamp(1.35 × weights + 30, 25, 900) GB. */
 export function vastDiskGb(weightsGb: number): number {
   return clamp(Math.floor(Math.max(0, weightsGb) * 1.35) + 30, 25, 900);
 }
 
-/** Mining cards (CMP) and old cards the seed's authors paid to learn to avoid. */
+/** Mining cards (CMP) and old cards, avoided (docs/providers.md#vast-offers). */
 const UNWANTED_GPU = ["cmp", "p100", "titan", "gtx 10", "gtx 9"];
 
 export function isUnwantedGpu(gpuName: string): boolean {
@@ -23,7 +23,7 @@ export function isUnwantedGpu(gpuName: string): boolean {
   return UNWANTED_GPU.some((part) => name.includes(part));
 }
 
-/** The cheapest offers first; the client-side gpu filter needs more than the seed's 12. */
+/** The cheapest offers first; the client-side gpu filter needs more than the earlier module's 12 (docs/providers.md#vast-offers). */
 const OFFER_LIMIT = 64;
 
 /** The `POST /api/v0/bundles/` body for a query. */
@@ -99,7 +99,7 @@ export function toOffer(offer: VastOffer, query: OfferQuery): ProviderOffer | nu
     availability: "available",
     location: offer.geolocation ?? null,
     bandwidth_gbs: offer.gpu_mem_bw && offer.gpu_mem_bw > 0 ? offer.gpu_mem_bw : null,
-    // The advertised line speed is unreliable (seed): count on half of it, capped at 2.5 Gbit/s.
+    // The advertised line speed is unreliable (docs/providers.md#vast-offers): count on half of it, capped at 2.5 Gbit/s.
     download_mbs: inetDown > 0 ? (Math.min(inetDown, 2500) / 8) * 0.5 : null,
     download_cost_per_gb: offer.inet_down_cost ?? 0,
     min_billed_minutes: 0,
@@ -140,7 +140,7 @@ export function createBody(spec: MachineSpec): Record<string, unknown> {
     args,
     // null = on-demand; any price makes it an interruptible bid that can be outbid.
     price: null,
-    // Without it a taken offer may yield a *stopped* instance instead of an error (quirk 23).
+    // Without it a taken offer may yield a *stopped* instance instead of an error (docs/providers.md#vast-create).
     cancel_unavail: true,
   };
 }
@@ -171,7 +171,7 @@ export const VastInstanceSchema = z.object({
   status_msg: z.string().nullable().optional(),
   label: z.string().nullable().optional(),
   public_ipaddr: z.string().nullable().optional(),
-  // Docker's format; null, {} or absent until running (quirk 21).
+  // Docker's format; null, {} or absent until running (docs/providers.md#vast-instances).
   ports: z.record(z.string(), z.array(PortBindingSchema).nullable()).nullable().optional(),
   ssh_host: z.string().nullable().optional(),
   ssh_port: z.number().int().nullable().optional(),
@@ -181,7 +181,7 @@ export const VastInstanceSchema = z.object({
 });
 export type VastInstance = z.infer<typeof VastInstanceSchema>;
 
-/** `GET /api/v0/instances/{id}/`: one object under the plural key; null once deleted (quirks 18, 19). */
+/** `GET /api/v0/instances/{id}/`: one object under the plural key; null once deleted (docs/providers.md#vast-instances). */
 export const ShowInstanceResponseSchema = z.object({ instances: VastInstanceSchema.nullable() });
 
 /** `GET /api/v1/instances/`: an array, or null for an empty page (vast-cli test). */
@@ -238,7 +238,7 @@ export interface VastState {
   error: string | null;
 }
 
-/** Vast's instance states in gpulease's terms (providers.md §2.4). */
+/** Vast's instance states in gpulease's terms (docs/providers.md#vast-instances). */
 export function instanceState(instance: VastInstance): VastState {
   const actual = instance.actual_status ?? null;
   const intended = instance.intended_status ?? null;
@@ -288,7 +288,7 @@ export function instanceAccess(instance: VastInstance): Access {
           p.tcp && Number.isInteger(p.port) && p.port !== 22 && p.hostPort !== undefined && String(p.hostPort) !== "",
       )
       .sort((a, b) => (a.port === OLLAMA_PORT ? -1 : b.port === OLLAMA_PORT ? 1 : a.port - b.port));
-    // HostPort is a string and random (41207), never the container's 11434 (quirk 21).
+    // HostPort is a string and random (41207), never the container's 11434 (docs/providers.md#vast-instances).
     for (const p of published) urls.push(`http://${ip}:${String(p.hostPort).trim()}`);
   }
   // runtype "args" "runs the image as-is": no sshd, whatever ssh_host/ssh_port say.

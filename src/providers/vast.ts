@@ -52,14 +52,14 @@ export interface VastOptions {
   minCudaVersion?: string;
 }
 
-/** v1 listing page size; Vast allows at most 25 (quirk 30). */
+/** v1 listing page size; Vast allows at most 25 (docs/providers.md#vast-listing). */
 const PAGE_LIMIT = 25;
 /** A listing longer than this is a paging loop, not an account. */
 const MAX_PAGES = 200;
-/** Vast's create endpoint wants 4.5 s between calls and sends no Retry-After (quirk 25). */
+/** Vast's create endpoint wants 4.5 s between calls and sends no Retry-After (docs/providers.md#vast-rate-limits). */
 const CREATE_RATE_WAIT_MS = 5_000;
 
-/** Vast.ai over REST (providers.md §2). */
+/** Vast.ai over REST (docs/providers.md#vastai). */
 export function createVastProvider(options: VastOptions): Provider {
   const baseUrl = options.baseUrl.replace(/\/+$/, "");
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
@@ -69,7 +69,7 @@ export function createVastProvider(options: VastOptions): Provider {
     fetch: options.fetch,
     sleep,
     timeoutMs: options.timeoutMs,
-    // Vast's 429s are per-endpoint minimum intervals of 1-4.5 s without Retry-After (quirk 25):
+    // Vast's 429s are per-endpoint minimum intervals of 1-4.5 s without Retry-After (docs/providers.md#vast-rate-limits):
     // 0.5 + 1 + 2 s of backoff outlasts the 3 s destroy interval; the default 0.75 s did not.
     retries: 3,
     maxRetryWaitMs: 5_000,
@@ -162,7 +162,7 @@ export function createVastProvider(options: VastOptions): Provider {
     const text = reason(response);
     const code = body?.error ?? "";
     // The offer race: someone rented it between search and create (404 no_such_ask "not available",
-    // or 410 with cancel_unavail) (quirk 23).
+    // or 410 with cancel_unavail) (docs/providers.md#vast-create).
     if (
       response.status === 410 ||
       response.status === 404 ||
@@ -229,7 +229,7 @@ export function createVastProvider(options: VastOptions): Provider {
       const body = parsed.success ? parsed.data : null;
       const contract = body?.new_contract ?? null;
       if (response.status === 200 && body?.success === true && contract !== null) {
-        // new_contract is the instance id, not the offer id (quirk 22).
+        // new_contract is the instance id, not the offer id (docs/providers.md#vast-create).
         return { ok: true, ref: String(contract), price_per_hour: offer.price_per_hour };
       }
       // A 200 that does not parse, or success without an instance id, may hide a made instance.
@@ -242,7 +242,7 @@ export function createVastProvider(options: VastOptions): Provider {
       }
       const failure = createFailure(response, body);
       if (contract !== null) {
-        // Spot quirk 24: an error can still carry a (stopped, billed-for-disk) instance. Destroy it;
+        // Spot docs/providers.md#vast-create: an error can still carry a (stopped, billed-for-disk) instance. Destroy it;
         // if that fails the instance may live on, so the caller must reconcile by label.
         try {
           await destroy(String(contract));
@@ -265,7 +265,7 @@ export function createVastProvider(options: VastOptions): Provider {
       if (response.status === 404 && isGoneEvidence(response)) return goneStatus();
       if (response.status !== 200) throw http.unexpected(response, "show instance");
       const body = http.parse(response, ShowInstanceResponseSchema, "show instance");
-      // Deleted instances read as 200 `{"instances": null}`, not 404 (quirk 18).
+      // Deleted instances read as 200 `{"instances": null}`, not 404 (docs/providers.md#vast-instances).
       if (body.instances === null) return goneStatus();
       const instance = body.instances;
       if (String(instance.id) !== ref) throw http.error("parse", `show instance: asked for ${ref}, got ${instance.id}`);
@@ -297,7 +297,7 @@ export function createVastProvider(options: VastOptions): Provider {
 
     async balance(): Promise<Balance> {
       const response = await http.send({ method: "GET", url: url("/api/v0/users/current/") });
-      // This body echoes the account's api_key (quirk 27): only `credit` is ever read, and error
+      // This body echoes the account's api_key (docs/providers.md#vast-account): only `credit` is ever read, and error
       // text goes through scrub() which redacts key-shaped fields.
       if (response.status !== 200) throw http.unexpected(response, "read account");
       const body = http.parse(response, UserResponseSchema, "read account");

@@ -3,7 +3,7 @@ import { gpuSpecFor } from "./gpus";
 import type { MachineSpec, MachineState, OfferQuery, ProviderOffer } from "./types";
 
 /**
- * VRAMfarm's wire shapes as providers.md §3 ("Wire shapes gpulease assumes") fixes them, and the
+ * VRAMfarm's wire shapes as docs/providers.md#vramfarm fixes them, and the
  * pure mapping to gpulease's types. Extra fields are ignored.
  */
 

@@ -49,7 +49,7 @@ const LIVE_STATUSES = ["running", "provisioning"] as const;
 /** How far back a machine counts as made by an ambiguous create (the provider's clock may differ). */
 const CREATE_CLOCK_SKEW_MS = 120_000;
 
-/** VRAMfarm over REST (providers.md §3). No labels: its own machines are the ids gpulease recorded. */
+/** VRAMfarm over REST (docs/providers.md#vramfarm). No labels: its own machines are the ids gpulease recorded. */
 export function createVramfarmProvider(options: VramfarmOptions): Provider {
   const baseUrl = options.baseUrl.replace(/\/+$/, "");
   const eurUsd = options.eurUsd ?? 1.08;
@@ -128,7 +128,7 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
   return {
     name: "vramfarm",
     currency: "EUR",
-    // No labels (providers.md §3): findByLabel needs a LookupHint.
+    // No labels (docs/providers.md#vramfarm): findByLabel needs a LookupHint.
     labelled: false,
     billingStartsAt: "running",
     minimumBilledMinutes: MIN_BILLED_MINUTES,

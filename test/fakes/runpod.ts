@@ -6,17 +6,17 @@ import { handleRest } from "./runpod-rest";
 
 /*
  * A fake of RunPod's GraphQL API (POST /graphql) and its HTTP proxy
- * (`{podId}-{port}.proxy.runpod.fake`), speaking the wire shapes of providers.md "Recorded
+ * (`{podId}-{port}.proxy.runpod.fake`), speaking the wire shapes docs/providers.md#runpod-graphql records (its "Recorded
  * responses". It parses the GraphQL document it is sent (operation, variables, selection sets)
  * and answers only the selected fields, so an adapter that asks for a field RunPod lacks, or
- * puts a selection on a scalar, gets the 400 RunPod would send. Every quirk of providers.md's
+ * puts a selection on a scalar, gets the 400 RunPod would send. Every quirk in docs/providers.md's
  * list that applies to GraphQL has a switch in `quirks`; `faults` injects transport failures.
  */
 
 export const RUNPOD_FAKE_URL = "http://runpod.fake/graphql";
 export const RUNPOD_FAKE_KEY = "rpa_TESTKEY_runpod_0123456789";
 
-/** The no-capacity wordings RunPod has used (quirk 5). */
+/** The no-capacity wordings RunPod has used (docs/providers.md#runpod-no-capacity). */
 export const NO_CAPACITY_MESSAGES = {
   requested:
     "There are no longer any instances available with the requested specifications. Please refresh and try again.",
@@ -158,7 +158,7 @@ export const defaultGpuTypes = (): FakeGpuType[] => [
   gpuType("NVIDIA H100 80GB HBM3", "H100 SXM", 80, 2.99, null),
   gpuType("NVIDIA L40S", "L40S", 48, 0.86, 0.79),
   gpuType("AMD Instinct MI300X OAM", "MI300X", 192, 2.49, null, "AMD"),
-  // quirk 17: "RTX PRO 4500" here, "NVIDIA RTX PRO 4500 Blackwell" as the id and elsewhere
+  // docs/providers.md#gpu-names: "RTX PRO 4500" here, "NVIDIA RTX PRO 4500 Blackwell" as the id and elsewhere
   gpuType("NVIDIA RTX PRO 4500 Blackwell", "RTX PRO 4500", 32, 0.49, null),
 ];
 
@@ -218,7 +218,7 @@ export interface PlantPod {
   listed?: boolean;
 }
 
-// The input fields PodFindAndDeployOnDemandInput has (providers.md 1.5); anything else is a 400.
+// The input fields PodFindAndDeployOnDemandInput has (docs/providers.md#runpod-graphql); anything else is a 400.
 const DEPLOY_INPUT_FIELDS = new Set([
   "aiApiId",
   "allowedCudaVersions",
@@ -456,7 +456,7 @@ export class RunpodFake implements FakeService {
   }
 
   private async graphql(request: Request, url: URL, record: RecordedRunpodRequest): Promise<Response> {
-    // Quirk 1: Cloudflare in front of api.runpod.io blocks requests without a (browser-ish) UA.
+    // docs/providers.md#runpod-user-agent: Cloudflare in front of api.runpod.io blocks requests without a (browser-ish) UA.
     const userAgent = record.userAgent ?? "";
     if (this.quirks.cloudflareBlocksBots && (userAgent.trim() === "" || BOT_USER_AGENT.test(userAgent))) {
       return text("error code: 1010", 403);
@@ -553,7 +553,7 @@ export class RunpodFake implements FakeService {
       }
     }
 
-    // Quirk 15: the pod exists and bills, but the answer says otherwise.
+    // docs/providers.md#runpod-ambiguous-create: the pod exists and bills, but the answer says otherwise.
     if (afterwards === "http_500") return json({ errors: [{ message: "Internal Server Error" }] }, 500);
     if (afterwards === "hang") return hang(request);
     if (afterwards === "graphql_error") {
@@ -603,7 +603,7 @@ export class RunpodFake implements FakeService {
           `Cannot query field "${field.name}" on type "${document.operation === "mutation" ? "Mutation" : "Query"}".`,
         );
       const input = field.args.input;
-      // Quirk 12: podTerminate returns a scalar; a selection set on it is a validation error.
+      // docs/providers.md#runpod-terminate: podTerminate returns a scalar; a selection set on it is a validation error.
       if (root.typeName === "Void" && field.selection)
         throw new ValidationFailure(
           `Field "${field.name}" must not have a selection since type "Boolean" has no subfields.`,
@@ -677,7 +677,7 @@ export class RunpodFake implements FakeService {
     const price = cloud === "COMMUNITY" ? type.communityPrice : (type.securePrice ?? type.communityPrice);
     const gpuCount = typeof input.gpuCount === "number" ? input.gpuCount : 1;
 
-    // Quirks 5 and 6: the listing may say "High" and the create still finds nothing.
+    // docs/providers.md#runpod-no-capacity: the listing may say "High" and the create still finds nothing.
     const refusal = this.quirks.noCapacity;
     const lean = typeof input.minMemoryInGb === "number" && input.minMemoryInGb <= 15;
     if (refusal && refusal.times > 0 && !(refusal.acceptLean && lean)) {
@@ -711,7 +711,7 @@ export class RunpodFake implements FakeService {
       ignoreTerminates: this.quirks.ignoreTerminates,
       meta: {
         imageName: input.imageName,
-        // Quirk 14: env goes in as {key,value} objects and comes out as "KEY=value" strings.
+        // docs/providers.md#runpod-graphql-env-ports: env goes in as {key,value} objects and comes out as "KEY=value" strings.
         env: env.map((e) => `${e.key}=${e.value}`),
         ports: (input.ports as string | undefined)?.replaceAll(" ", "") ?? "",
         dockerArgs: input.dockerArgs ?? "",
@@ -722,7 +722,7 @@ export class RunpodFake implements FakeService {
         minVcpuCount: input.minVcpuCount ?? 1,
         minMemoryInGb: input.minMemoryInGb ?? 1,
         volumeInGb: input.volumeInGb ?? 0,
-        // Quirk 13: accepted and stored, never enforced.
+        // docs/providers.md#runpod-terminate-after: accepted and stored, never enforced.
         terminateAfter: input.terminateAfter ?? null,
         listedAt: Date.now() + this.quirks.listingLagMs,
       },
@@ -738,7 +738,7 @@ export class RunpodFake implements FakeService {
 
   resolveTerminate(input: Record<string, unknown>, authenticated: boolean): null {
     if (!authenticated || this.quirks.auth === "no_permission") throw new FieldFailure(UNAUTHORIZED);
-    // Quirk 12: null on success ("accepted" and "ignored" look the same), an error when repeated.
+    // docs/providers.md#runpod-terminate: null on success ("accepted" and "ignored" look the same), an error when repeated.
     const outcome = this.model.terminate(String(input.podId));
     if (outcome === "already_gone")
       throw new FieldFailure("pod not found to terminate", this.quirks.notFoundCode ? "POD_NOT_FOUND" : undefined);
@@ -746,7 +746,7 @@ export class RunpodFake implements FakeService {
   }
 
   resolveMyself(authenticated: boolean): Record<string, unknown> | null {
-    // Quirk 4: no key is not an error, just nobody.
+    // docs/providers.md#runpod-graphql-errors: no key is not an error, just nobody.
     if (!authenticated) return null;
     if (this.quirks.auth === "no_permission") throw new FieldFailure(UNAUTHORIZED, "RUNPOD");
     const now = Date.now();
@@ -826,13 +826,13 @@ export class RunpodFake implements FakeService {
       memoryUtilPercent: 3,
     }));
     const container = { cpuPercent: 1, memoryPercent: 2 };
-    // Quirk 8: runtime first appears with uptime 0 and no ports.
+    // docs/providers.md#runpod-readiness: runtime first appears with uptime 0 and no ports.
     if (upForMs < this.quirks.runtimeWithoutPortsMs) {
       return { uptimeInSeconds: 0, ports: this.quirks.runtimePortsMissingAs === "null" ? null : [], gpus, container };
     }
     const ports = parsePorts(m.meta.ports as string).map(({ port, type }, i) =>
       type === "http"
-        ? // Quirk 9: http ports show an internal address; only the proxy reaches them.
+        ? // docs/providers.md#runpod-readiness: http ports show an internal address; only the proxy reaches them.
           { ip: `100.65.14.${155 + i}`, isIpPublic: false, privatePort: port, publicPort: 60821 + i, type }
         : this.quirks.publicIp
           ? { ip: "213.173.104.74", isIpPublic: true, privatePort: port, publicPort: 35558 + i, type }
@@ -846,7 +846,7 @@ export class RunpodFake implements FakeService {
     };
   }
 
-  /** Quirk 10: `{id}-{port}.proxy...` answers 502 until the service listens. */
+  /** docs/providers.md#runpod-readiness: `{id}-{port}.proxy...` answers 502 until the service listens. */
   private proxy(request: Request, id: string, port: number): Response {
     const m = this.model.get(id);
     if (!m || this.model.state(id) === "gone") return text("Not Found", 404);
@@ -971,7 +971,7 @@ const ROOT_FIELDS: Record<string, RootField> = {
   },
 };
 
-/** Quirk 3: what RunPod checks on PodFindAndDeployOnDemandInput before deploying anything. */
+/** docs/providers.md#runpod-graphql-errors: what RunPod checks on PodFindAndDeployOnDemandInput before deploying anything. */
 function validateDeployInput(input: unknown): void {
   const where = (field: string) => `Variable "$input" got invalid value at "input.${field}"`;
   if (!isObject(input))
@@ -1009,7 +1009,7 @@ function validateDeployInput(input: unknown): void {
       "BAD_USER_INPUT",
     );
   }
-  // Quirk 14: env is a list of {key, value} objects, not "K=V" strings nor a map.
+  // docs/providers.md#runpod-graphql-env-ports: env is a list of {key, value} objects, not "K=V" strings nor a map.
   if (input.env != null) {
     const env = input.env;
     if (
@@ -1030,7 +1030,7 @@ function validateDeployInput(input: unknown): void {
   ) {
     throw new ValidationFailure(`${where("ports")}; ports must look like "8888/http,22/tcp"`, "BAD_USER_INPUT");
   }
-  // Quirk 13: the DateTime scalar takes ISO 8601, not "1h".
+  // docs/providers.md#runpod-terminate-after: the DateTime scalar takes ISO 8601, not "1h".
   for (const field of ["terminateAfter", "stopAfter"]) {
     const value = input[field];
     if (

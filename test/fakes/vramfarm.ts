@@ -3,7 +3,7 @@ import type { FakeService } from "./install";
 import { json, takeQueued } from "./respond";
 
 /**
- * VRAMfarm's REST API in the wire shapes providers.md §3 fixes: EUR whole-machine prices, rent by
+ * VRAMfarm's REST API in the wire shapes docs/providers.md#vramfarm fixes: EUR whole-machine prices, rent by
  * card and count, free provisioning, per-minute billing from running with a 15-minute minimum,
  * stop twice = `already`, Retry-After on 429/502/503, no labels. Machines live in a CloudModel.
  */

@@ -376,7 +376,7 @@ describe("listOffers", () => {
     ).toBe(true);
   });
 
-  it("matches display names and ids, which differ (quirk 17), and keys the spec table by id", async () => {
+  it("matches display names and ids, which differ (docs/providers.md#gpu-names), and keys the spec table by id", async () => {
     const byDisplay = await runpod().listOffers({ gpu: "pro 4500" });
     const byId = await runpod().listOffers({ gpu: "BLACKWELL" });
     expect(byDisplay).toEqual(byId);
@@ -451,7 +451,7 @@ describe("rent", () => {
       volumeInGb: 0,
       terminateAfter: new Date(T0 + (120 + 60) * 60_000).toISOString(),
     });
-    // quirk 14: env comes back as "KEY=value" strings
+    // docs/providers.md#runpod-graphql-env-ports: env comes back as "KEY=value" strings
     const ref = result.ok ? result.ref : "";
     expect(fake.podView(ref)?.env).toEqual([
       "OLLAMA_KEEP_ALIVE=-1",
@@ -609,7 +609,7 @@ describe("rent", () => {
       const result = await provider.rent(offer(), spec());
       expect(result).toMatchObject({ ok: false, kind: "ambiguous" });
       expect(fake.model.list()).toHaveLength(1);
-      // quirk 15: the listing lags behind the create; the caller has to look again
+      // docs/providers.md#runpod-ambiguous-create: the listing lags behind the create; the caller has to look again
       expect(await provider.findByLabel("gl-ollama-0001")).toBeNull();
       advance(6_000);
       expect(await provider.findByLabel("gl-ollama-0001")).toMatchObject({
