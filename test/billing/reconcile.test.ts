@@ -110,4 +110,17 @@ describe("billing reconciliation", () => {
     expect(vast.length).toBeGreaterThan(0);
     expect(vast.every((b) => b.billed === null && b.drift === null && b.ledger > 0)).toBe(true);
   });
+
+  it("the balance still comes from GraphQL; its failure shows in the account, never fails it", async () => {
+    runpod.fault("myself", { kind: "status", status: 500 }, 5);
+    const res = await api("/v1/account");
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as {
+      providers: { provider: string; balance: number | null; error: string | null }[];
+    };
+    const entry = body.providers.find((p) => p.provider === "runpod");
+    expect(entry?.balance).toBeNull();
+    expect(entry?.error).toMatch(/500/);
+    expect(runpod.calls("myself").every((r) => r.transport === "graphql")).toBe(true);
+  });
 });
