@@ -1,4 +1,5 @@
 import { createApp } from "./app";
+import { reconcileBilling } from "./billing/reconcile";
 import { loadConfig } from "./config";
 import { DISPATCHER_CRON, REAPER_CRON } from "./cron";
 import { runReaper } from "./reaper/reaper";
@@ -21,7 +22,14 @@ export default {
         ctx.waitUntil(runDispatcher(services, controller.scheduledTime));
         break;
       case REAPER_CRON:
-        ctx.waitUntil(runReaper(services));
+        // After the reaper, what the providers billed beside the ledger (src/billing); its own
+        // failures never fail the reaper run.
+        ctx.waitUntil(
+          runReaper(services).then(async (run) => {
+            if (run.mode === "enforce")
+              await reconcileBilling(services).catch((e) => console.warn("billing reconciliation failed", e));
+          }),
+        );
         break;
       default:
         console.warn(`scheduled: unknown cron "${controller.cron}"`);

@@ -4,8 +4,8 @@ import { iso, ms } from "../lib/time";
 import { scrubError } from "../providers/scrub";
 import type { Services } from "../services";
 
-/** Leases looked at per reaper run: each is one billing call. */
-const LEASES_PER_RUN = 10;
+/** Leases looked at per reaper cron: each is one billing call and one D1 batch (subrequest budget). */
+const LEASES_PER_RUN = 5;
 /** A lease's bill is read again after this long (RunPod books usage with a delay). */
 const RECHECK_MS = 60 * 60_000;
 /** How long after a lease stopped its bill is still read. */
@@ -23,7 +23,8 @@ export interface ReconcileResult {
  * Reads what the provider itself billed for the ledger's leases, where it reports it per machine
  * (RunPod REST `/v2/billing/pods`, via the adapter's `billedDays`), and stores it per lease and UTC
  * day. A stopped lease whose bill differs from the ledger's cost by more than 5 % gets a
- * `billing_drift` event (once, when it first crosses). Called from the reaper run; never throws.
+ * `billing_drift` event (once, when it first crosses). Called after the reaper run in the reaper
+ * cron; a failed read is reported per lease, never thrown.
  */
 export async function reconcileBilling(services: Services): Promise<ReconcileResult> {
   const result: ReconcileResult = { checked: 0, drifts: 0, errors: [] };

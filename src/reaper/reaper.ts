@@ -1,7 +1,6 @@
 import { checkBudget } from "../account/budget";
 import { breachText } from "../account/enforce";
 import { spentUsd } from "../account/spend";
-import { reconcileBilling } from "../billing/reconcile";
 import { keeperFor } from "../keeper/client";
 import type { LeaseRow } from "../leases/ledger";
 import { iso } from "../lib/time";
@@ -92,8 +91,6 @@ export async function runReaper(services: Services): Promise<ReaperRun> {
       ? actions.map((a) => eventStatement(db, a.lease_id, iso(now), `reaper_${a.kind}`, outcomeText(a)))
       : [];
   await db.batch([...events, ...recordRunStatements(db, run, now)]);
-  // What the providers billed, beside the ledger (src/billing); a failure there never fails the run.
-  if (mode === "enforce") await reconcileBilling(services).catch((e) => console.warn("billing reconciliation", e));
   return run;
 }
 
