@@ -16,12 +16,34 @@ const adminToken = /^ADMIN_TOKEN=(.*)$/m.exec(readFileSync(".dev.vars", "utf8"))
 const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local"], { stdio: "inherit", env });
 if (migrate.status !== 0) process.exit(migrate.status ?? 1);
 
-console.log(`\ngpulease local: admin token "${adminToken ?? "(see .dev.vars)"}"`);
-console.log(`  curl -H "Authorization: Bearer ${adminToken}" http://localhost:8787/v1/offers\n`);
+const args = process.argv.slice(2);
+const portArg = args.find((a, i) => a.startsWith("--port=") || args[i - 1] === "--port");
+const port = portArg?.replace("--port=", "") ?? "8787";
+const base = `http://localhost:${port}`;
 
-const dev = spawn(wrangler, ["dev", "--test-scheduled", "--var", "ENABLE_SIM:true", ...process.argv.slice(2)], {
-  stdio: "inherit",
-  env,
-});
+console.log(`\ngpulease local: admin token "${adminToken ?? "(see .dev.vars)"}"`);
+console.log(`  Dashboard: ${base}/  (sign in with the admin token)`);
+console.log(`  API:       curl -H "Authorization: Bearer ${adminToken}" ${base}/v1/offers`);
+console.log(`  API docs:  ${base}/docs\n`);
+
+// Local receivers are plain http on loopback: allow them in local development only.
+const dev = spawn(
+  wrangler,
+  ["dev", "--test-scheduled", "--var", "ENABLE_SIM:true", "--var", "ALLOW_HTTP_WEBHOOKS:true", ...args],
+  { stdio: "inherit", env },
+);
 for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => dev.kill(signal));
 dev.on("exit", (code) => process.exit(code ?? 0));
+
+// wrangler's own output pushes the lines above out of sight: say where to go once it answers.
+for (let i = 0; i < 240 && dev.exitCode === null; i++) {
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const up = await fetch(`${base}/health`, { signal: AbortSignal.timeout(1_000) }).then(
+    (res) => res.ok,
+    () => false,
+  );
+  if (up) {
+    console.log(`\n  gpulease is up. Dashboard: ${base}/  ·  API: ${base}/v1  ·  admin token: ${adminToken}\n`);
+    break;
+  }
+}

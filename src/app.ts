@@ -5,9 +5,11 @@ import { accountRoutes } from "./account/routes";
 import { authenticate, enforceScope, rateLimit } from "./auth/middleware";
 import { tokenRoutes } from "./auth/routes";
 import { ConfigError, loadConfig } from "./config";
+import { dashboardRoutes } from "./dashboard/routes";
 import { ApiError, ErrorSchema } from "./errors";
 import { leaseCallbackRoutes, leaseRoutes } from "./leases/routes";
 import { offerRoutes } from "./offers/routes";
+import { finishDocument } from "./openapi";
 import { scrubText } from "./providers/scrub";
 import { reaperRoutes } from "./reaper/routes";
 import { createRouter } from "./router";
@@ -15,12 +17,14 @@ import { scheduleRoutes } from "./schedules/routes";
 import { createServices, type Services } from "./services";
 import { simRoutes } from "./sim/routes";
 import { VERSION } from "./version";
+import { webhookRoutes } from "./webhooks/routes";
 
 const healthRoute = createRoute({
   method: "get",
   path: "/health",
   tags: ["meta"],
   summary: "Liveness: no token needed",
+  security: [],
   responses: {
     200: {
       description: "The worker answers.",
@@ -57,21 +61,29 @@ export function createApp(options: AppOptions = {}) {
   app.route("/v1", accountRoutes);
   app.route("/v1", tokenRoutes);
   app.route("/v1", simRoutes);
+  app.route("/v1", webhookRoutes);
 
   app.openAPIRegistry.registerComponent("securitySchemes", "Bearer", {
     type: "http",
     scheme: "bearer",
     description: "The ADMIN_TOKEN secret, or a scoped token (gl_...) made with POST /v1/tokens.",
   });
-  app.doc31("/openapi.json", {
+  const documentConfig = {
     openapi: "3.1.0",
     info: {
       title: "gpulease",
       version: VERSION,
       description: "Rent GPU machines from RunPod, Vast.ai and VRAMfarm; every teardown verified.",
     },
-  });
+  };
+  app.get("/openapi.json", (c) => c.json(finishDocument(app.getOpenAPI31Document(documentConfig))));
   app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "gpulease API" }));
+
+  // The web dashboard at /: its pages call the routes above in-process, as the signed-in token.
+  app.route(
+    "/",
+    dashboardRoutes((request, env, ctx) => Promise.resolve(app.fetch(request, env, ctx))),
+  );
 
   app.notFound((c) =>
     c.json({ error: `no route for ${c.req.method} ${new URL(c.req.url).pathname}`, code: "not_found" as const }, 404),

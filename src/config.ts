@@ -92,6 +92,7 @@ const varsSchema = z.object({
     .transform((v) => (v ? v : undefined))
     .pipe(httpUrl.optional())
     .transform((v) => v ?? null),
+  ALLOW_HTTP_WEBHOOKS: flag.default(false),
   ADMIN_TOKEN: secret,
   RUNPOD_API_KEY: secret,
   VAST_API_KEY: secret,
@@ -131,6 +132,8 @@ export interface Config {
   /** rentals (POST /v1/leases, POST /v1/schedules/{id}/run) a minute per token */
   rentRateLimitPerMin: number;
   publicUrl: string | null;
+  /** http:// and private-address webhook URLs accepted (local development, tests) */
+  allowHttpWebhooks: boolean;
   secrets: {
     adminToken: string | null;
     runpodApiKey: string | null;
@@ -172,6 +175,7 @@ function toConfig(v: Vars): Config {
     rateLimitPerMin: v.RATE_LIMIT_PER_MIN,
     rentRateLimitPerMin: v.RENT_RATE_LIMIT_PER_MIN,
     publicUrl: v.PUBLIC_URL,
+    allowHttpWebhooks: v.ALLOW_HTTP_WEBHOOKS,
     secrets: {
       adminToken: v.ADMIN_TOKEN,
       runpodApiKey: v.RUNPOD_API_KEY,

@@ -5,11 +5,13 @@ import { DISPATCHER_CRON, REAPER_CRON } from "./cron";
 import { runReaper } from "./reaper/reaper";
 import { runDispatcher } from "./schedules/dispatcher";
 import { createServices } from "./services";
+import { wakeOutbox } from "./webhooks/sender";
 
 export { RateLimiter } from "./auth/rate-limiter";
 export { LeaseKeeper } from "./keeper/keeper";
 export { OffersCache } from "./offers/shared-cache";
 export { SimCloud } from "./sim/cloud";
+export { WebhookSender } from "./webhooks/sender";
 
 const app = createApp();
 
@@ -19,16 +21,19 @@ export default {
     const services = createServices(env, loadConfig(env));
     switch (controller.cron) {
       case DISPATCHER_CRON:
-        ctx.waitUntil(runDispatcher(services, controller.scheduledTime));
+        // Then the webhook outbox: catches up anything a lost wake left (at most a minute late).
+        ctx.waitUntil(runDispatcher(services, controller.scheduledTime).finally(() => wakeOutbox(env)));
         break;
       case REAPER_CRON:
         // After the reaper, what the providers billed beside the ledger (src/billing); its own
-        // failures never fail the reaper run.
+        // failures never fail the reaper run. Then the webhook outbox.
         ctx.waitUntil(
-          runReaper(services).then(async (run) => {
-            if (run.mode === "enforce")
-              await reconcileBilling(services).catch((e) => console.warn("billing reconciliation failed", e));
-          }),
+          runReaper(services)
+            .then(async (run) => {
+              if (run.mode === "enforce")
+                await reconcileBilling(services).catch((e) => console.warn("billing reconciliation failed", e));
+            })
+            .finally(() => wakeOutbox(env)),
         );
         break;
       default:

@@ -46,4 +46,4 @@ export const limitQuery = (defaultLimit: number) =>
     .transform(Number)
     .pipe(z.number().int().min(1).max(200))
     .optional()
-    .openapi({ type: "integer", description: `default ${defaultLimit}, max 200`, example: String(defaultLimit) });
+    .openapi({ type: "integer", description: `default ${defaultLimit}, max 200`, example: defaultLimit });

@@ -1,5 +1,6 @@
 import { mapLimit, stopViaKeeper } from "../reaper/keepers";
 import type { Services } from "../services";
+import { budgetEvent, enqueue } from "../webhooks/outbox";
 import { type BudgetBreach, checkBudget } from "./budget";
 import { roundUsd } from "./spend";
 
@@ -27,6 +28,8 @@ export async function enforceBudget(services: Services): Promise<BudgetEnforceme
   const targets = spend.activeLeases.filter((l) => l.status === "provisioning" || l.status === "running");
   const detail = breachText(breach);
   const outcome: BudgetEnforcement = { breach, stopped: [], failed: [] };
+  // Announced once per breach: later runs find no lease left to stop.
+  if (targets.length > 0) await enqueue(services.db, budgetEvent(breach, detail, targets.length), services.clock());
   await mapLimit(targets, 5, async (lease) => {
     try {
       await stopViaKeeper(services.env, lease.id, "budget", detail);

@@ -1,7 +1,8 @@
 import { createMiddleware } from "hono/factory";
 import { ApiError } from "../errors";
 import { secretsEqual } from "../lib/crypto";
-import type { AppEnv, Caller, Scope } from "../services";
+import type { AppEnv, Caller, Scope, Services } from "../services";
+import { internalCallerOf } from "./internal";
 import { accessRuleFor } from "./policy";
 import type { RateLimiter } from "./rate-limiter";
 import type { Admission } from "./rate-window";
@@ -11,6 +12,12 @@ const BEARER = /^Bearer\s+([A-Za-z0-9._~+/=-]+)\s*$/i;
 
 /** Resolves the bearer token of a /v1 request into a Caller, or answers 401. */
 export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
+  // The dashboard calls the API in-process as its signed-in session's caller.
+  const internal = internalCallerOf(c.req.raw);
+  if (internal) {
+    c.set("caller", internal);
+    return next();
+  }
   const match = BEARER.exec(c.req.header("Authorization") ?? "");
   if (!match?.[1]) {
     throw new ApiError(
@@ -22,15 +29,7 @@ export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
       },
     );
   }
-  const token = match[1];
-  const { config, db, clock } = c.get("services");
-  let caller: Caller | null = null;
-  if (config.secrets.adminToken && (await secretsEqual(token, config.secrets.adminToken))) {
-    caller = { tokenId: null, scopes: ["admin"] };
-  } else {
-    const stored = await findActiveToken(db, token, clock());
-    if (stored) caller = { tokenId: stored.id, scopes: stored.scopes };
-  }
+  const caller = await callerForToken(c.get("services"), match[1]);
   if (!caller) {
     throw new ApiError(
       "unauthorized",
@@ -44,6 +43,16 @@ export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
   c.set("caller", caller);
   await next();
 });
+
+/** The caller a bearer token stands for: ADMIN_TOKEN, an unrevoked scoped token, or null. */
+export async function callerForToken(services: Services, token: string): Promise<Caller | null> {
+  const { config, db, clock } = services;
+  if (config.secrets.adminToken && (await secretsEqual(token, config.secrets.adminToken))) {
+    return { tokenId: null, scopes: ["admin"] };
+  }
+  const stored = await findActiveToken(db, token, clock());
+  return stored ? { tokenId: stored.id, scopes: stored.scopes } : null;
+}
 
 /** True when the caller holds `scope`; admin holds every scope. */
 export function hasScope(caller: Caller, scope: Scope): boolean {

@@ -20,8 +20,9 @@ export function accessRuleFor(method: string, path: string): AccessRule {
   if (root !== "v1") return rule("admin");
   const depth = [resource, id, action, ...rest].filter((s) => s !== undefined).length;
 
-  // Token management reveals and creates credentials: admin even for reading.
-  if (resource === "tokens") return rule("admin");
+  // Token management reveals and creates credentials, webhook URLs may carry a receiver's own
+  // token (Slack's do): admin even for reading.
+  if (resource === "tokens" || resource === "webhooks") return rule("admin");
   if (verb === "GET" || verb === "HEAD") return rule("read");
   if (verb !== "POST") return rule("admin");
 

@@ -83,3 +83,14 @@ export async function revokeToken(db: D1Database, id: string, now: number): Prom
     .first();
   return row !== null;
 }
+
+/** The unrevoked token with this id, or null (a dashboard session re-reads its token's scopes this way). */
+export async function findActiveTokenById(db: D1Database, id: string): Promise<TokenRow | null> {
+  const row = await db
+    .prepare(
+      "SELECT id, name, scopes, created_at, last_used_at, revoked_at FROM tokens WHERE id = ? AND revoked_at IS NULL",
+    )
+    .bind(id)
+    .first();
+  return row ? parseTokenRow(row) : null;
+}

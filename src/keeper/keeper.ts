@@ -6,6 +6,8 @@ import { iso } from "../lib/time";
 import { scrubError } from "../providers/scrub";
 import type { Provider } from "../providers/types";
 import { createServices, type Services } from "../services";
+import { announces } from "../webhooks/outbox";
+import { wakeOutbox } from "../webhooks/sender";
 import {
   capReached,
   type Decision,
@@ -277,6 +279,8 @@ export class LeaseKeeper extends DurableObject<Env> {
     const row = await updateLeaseIf(services.db, lease.id, from, decision.patch);
     if (!row) return null;
     await appendEvents(services.db, lease.id, iso(now), decision.events);
+    // Delivery runs in the sender's own alarm: this keeper never waits for a receiver.
+    if (announces(decision.events)) this.ctx.waitUntil(wakeOutbox(this.env));
     return row;
   }
 

@@ -9,6 +9,7 @@ import { findOffer, listRankedOffers, type RankedOffer } from "../offers/service
 import { scrubError, scrubText, secretsOf } from "../providers/scrub";
 import type { MachineSpec, Provider } from "../providers/types";
 import type { Services } from "../services";
+import { wakeOutbox } from "../webhooks/sender";
 import {
   appendEvents,
   getLeaseByIdempotencyKey,
@@ -300,6 +301,7 @@ async function rent(
       events.push({ kind: ambiguousAt ? "stop_requested" : "stopped", detail: `rent_failed: ${error}` });
       await appendEvents(services.db, lease.id, iso(now), events);
       if (ambiguousAt) await startKeeper(services, keeper, lease.id);
+      else await wakeOutbox(services.env);
       throw new ApiError("no_capacity", `${error}: every attempt was refused`, { attempts, lease_id: lease.id });
     }
   }

@@ -7,6 +7,7 @@ import {
   ProviderNameSchema,
   TemplateSchema,
 } from "../providers/types";
+import { leaseEventStatements } from "../webhooks/outbox";
 import { type Lease, type LeaseEvent, type LeaseStatus, LeaseStatusSchema, StopReasonSchema } from "./schema";
 
 /** What the lease row's `spec` column holds: what was asked for, and how the machine is billed. */
@@ -316,7 +317,10 @@ export async function appendEvent(db: D1Database, leaseId: string, at: string, e
   await appendEvents(db, leaseId, at, [event]);
 }
 
-/** Appends several events in one batch (one transaction), in order. */
+/**
+ * Appends several events in one batch (one transaction), in order. Events that webhooks announce
+ * (see webhookTypesFor) enter the webhook outbox in the same batch.
+ */
 export async function appendEvents(
   db: D1Database,
   leaseId: string,
@@ -325,7 +329,10 @@ export async function appendEvents(
 ): Promise<void> {
   if (events.length === 0) return;
   const statement = db.prepare("INSERT INTO lease_events (lease_id, at, kind, detail) VALUES (?, ?, ?, ?)");
-  await db.batch(events.map((event) => statement.bind(leaseId, at, event.kind, event.detail ?? null)));
+  await db.batch([
+    ...events.map((event) => statement.bind(leaseId, at, event.kind, event.detail ?? null)),
+    ...leaseEventStatements(db, leaseId, events, Date.parse(at)),
+  ]);
 }
 
 const EventRowSchema = z.object({

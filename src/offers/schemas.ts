@@ -40,7 +40,7 @@ const decimal = (max: number, description: string, example: string, positive = f
     .transform(Number)
     .pipe(positive ? z.number().positive().max(max) : z.number().max(max))
     .optional()
-    .openapi({ description, example, type: "number" });
+    .openapi({ description, example: Number(example), type: "number" });
 
 const whole = (min: number, max: number, description: string, example: string) =>
   z
@@ -50,7 +50,7 @@ const whole = (min: number, max: number, description: string, example: string) =
     .transform(Number)
     .pipe(z.number().int().min(min).max(max))
     .optional()
-    .openapi({ description, example, type: "integer" });
+    .openapi({ description, example: Number(example), type: "integer" });
 
 const providerList = z
   .string()

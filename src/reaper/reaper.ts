@@ -12,7 +12,7 @@ import { diffListing, leaseIdFromLabel, overdue, type PlannedAction } from "./pl
 import { type ReaperAction, type ReaperProvider, type ReaperRun, recordRunStatements } from "./runs";
 import {
   adoptStatement,
-  eventStatement,
+  eventStatements,
   type LedgerView,
   loadLeasesByIds,
   loadLedgerView,
@@ -88,7 +88,7 @@ export async function runReaper(services: Services): Promise<ReaperRun> {
   const run: ReaperRun = { at: iso(now), mode, providers, actions };
   const events =
     mode === "enforce"
-      ? actions.map((a) => eventStatement(db, a.lease_id, iso(now), `reaper_${a.kind}`, outcomeText(a)))
+      ? actions.flatMap((a) => eventStatements(db, a.lease_id, iso(now), `reaper_${a.kind}`, outcomeText(a)))
       : [];
   await db.batch([...events, ...recordRunStatements(db, run, now)]);
   return run;

@@ -5,7 +5,7 @@ import { listOwnMachines } from "./listings";
 import { diffListing, leaseIdFromLabel, type PlannedAction } from "./plan";
 import { leasesNamedBy, perform, refsOf } from "./reaper";
 import { type ReaperProvider, type ReaperRun, recordRunStatements } from "./runs";
-import { eventStatement, loadLedgerView } from "./store";
+import { eventStatements, loadLedgerView } from "./store";
 
 export interface StopAllResult {
   ok: true;
@@ -73,7 +73,7 @@ export async function stopAll(services: Services): Promise<StopAllResult> {
   const actions = await perform(services, planned, now);
   const run: ReaperRun = { at: iso(now), mode: "enforce", providers, actions };
   await db.batch([
-    ...actions.map((a) => eventStatement(db, a.lease_id, iso(now), `reaper_${a.kind}`, a.detail)),
+    ...actions.flatMap((a) => eventStatements(db, a.lease_id, iso(now), `reaper_${a.kind}`, a.detail)),
     ...recordRunStatements(db, run, now),
   ]);
   return {

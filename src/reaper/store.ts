@@ -1,5 +1,6 @@
 import { type LeaseRow, LeaseRowSchema, type StoredSpec } from "../leases/ledger";
 import type { OwnMachine, ProviderName } from "../providers/types";
+import { leaseEventStatements } from "../webhooks/outbox";
 
 /** D1 allows 100 bound parameters per query. */
 const IDS_PER_QUERY = 90;
@@ -133,6 +134,20 @@ export function eventStatement(
   return db
     .prepare("INSERT INTO lease_events (lease_id, at, kind, detail) VALUES (?, ?, ?, ?)")
     .bind(leaseId, at, kind, detail);
+}
+
+/** The event's row plus its webhook outbox entries (an adoption is reaper.orphan_found). */
+export function eventStatements(
+  db: D1Database,
+  leaseId: string,
+  at: string,
+  kind: string,
+  detail: string,
+): D1PreparedStatement[] {
+  return [
+    eventStatement(db, leaseId, at, kind, detail),
+    ...leaseEventStatements(db, leaseId, [{ kind, detail }], Date.parse(at)),
+  ];
 }
 
 /** A provider's timestamp as ISO-8601 UTC, or null when it does not parse. */

@@ -4,6 +4,7 @@ import { createLease } from "../leases/create";
 import { appendEvent } from "../leases/ledger";
 import { iso, ms } from "../lib/time";
 import type { Services } from "../services";
+import { enqueue, scheduleEvent } from "../webhooks/outbox";
 import { cronFor } from "./cron";
 import { checkOffers } from "./expected";
 import { nextRetryAt, planDue, RETRY_WINDOW_MS } from "./plan";
@@ -140,7 +141,12 @@ async function attempt(
     detail: string | null,
     leaseId: string | null,
     attempted: boolean,
-  ) => finishRun(db, { scheduleId: schedule.id, dueAt: dueIso, status, leaseId, detail, attempted, now: at });
+  ) =>
+    finishRun(db, { scheduleId: schedule.id, dueAt: dueIso, status, leaseId, detail, attempted, now: at }).then(() =>
+      status === "skipped" || status === "failed"
+        ? enqueue(db, scheduleEvent(status, schedule, dueIso, detail, leaseId), now)
+        : undefined,
+    );
 
   const previous = await activeLeaseOf(db, schedule.id);
   if (previous) {

@@ -143,6 +143,10 @@ function objectsIn(value: unknown, out: Record<string, unknown>[] = []): Record<
   return out;
 }
 
+function defineOwn(target: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
+}
+
 function applyMutations(seed: unknown, mutations: Mutation[]): unknown {
   const body = structuredClone(seed);
   for (const m of mutations) {
@@ -151,23 +155,22 @@ function applyMutations(seed: unknown, mutations: Mutation[]): unknown {
     if (!target) continue;
     const keys = Object.keys(target);
     const key = keys.length ? keys[m.pick % keys.length]! : m.extraKey;
+    // Own properties only: on an empty object `key` may be "__proto__" or "constructor", and a
+    // plain assignment would set the prototype or wrap Object itself (a circular body).
+    const own = Object.hasOwn(target, key) ? target[key] : undefined;
     switch (m.action) {
       case "delete":
         delete target[key];
         break;
+      // A copy: fc.constant({}) hands out one shared object, which later mutations would write into.
       case "set":
-        target[key] = m.value;
+        defineOwn(target, key, structuredClone(m.value));
         break;
       case "add":
-        Object.defineProperty(target, m.extraKey, {
-          value: m.value,
-          enumerable: true,
-          writable: true,
-          configurable: true,
-        });
+        defineOwn(target, m.extraKey, structuredClone(m.value));
         break;
       case "nest":
-        target[key] = { [key]: target[key] };
+        defineOwn(target, key, { [key]: own });
         break;
     }
   }

@@ -103,6 +103,10 @@ const SEEDS: Record<string, unknown[]> = {
     { boot_seconds: 5, faults: { no_capacity: true } },
     { faults: { stuck_booting: true, ignore_terminates: 2 } },
   ],
+  "POST /v1/webhooks": [
+    { url: "https://hooks.example.com/fuzz", events: ["lease.stopped", "lease.running"], format: "json" },
+    { url: "https://hooks.example.com/fuzz", events: ["*"], format: "slack" },
+  ],
   "POST /v1/sim/machines": [{ label: "fuzz-plant", gpu: "rtx-4090", gpu_count: 1, age_seconds: 0 }],
   "POST /v1/sim/machines/{ref}/exit": [{ reason: "fuzz" }],
 };

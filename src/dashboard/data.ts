@@ -1,0 +1,25 @@
+import { hasScope } from "../auth/middleware";
+import { getLease, type LeaseRow, listLeases } from "../leases/ledger";
+import type { Caller, Services } from "../services";
+import { type LeaseView, leaseView } from "./leases-view";
+
+/** Every lease still costing or being torn down: the leases page and every page's alarms read these. */
+export async function activeRows(services: Services): Promise<LeaseRow[]> {
+  return (await listLeases(services.db, { status: "active", limit: 200 })).rows;
+}
+
+export async function recentStoppedRows(services: Services): Promise<LeaseRow[]> {
+  return (await listLeases(services.db, { status: "stopped", limit: 10 })).rows;
+}
+
+export async function leaseRow(services: Services, leaseId: string): Promise<LeaseRow | null> {
+  return /^lse_[0-9a-z]{22}$/.test(leaseId) ? getLease(services.db, leaseId) : null;
+}
+
+export function views(rows: readonly LeaseRow[], services: Services): LeaseView[] {
+  const now = services.clock();
+  return rows.map((row) => leaseView(row, now, services.config));
+}
+
+/** Lease pages read the ledger directly: the same rule as the API's GET routes applies. */
+export const canRead = (caller: Caller) => hasScope(caller, "read");

@@ -1,0 +1,56 @@
+import type { Context } from "hono";
+import { createMiddleware } from "hono/factory";
+import { resumeSession } from "../auth/sessions";
+import { secretsEqual } from "../lib/crypto";
+import { clearSessionCookie, readSessionCookie } from "./cookie";
+import type { DashEnv } from "./env";
+
+/** Only a same-site path may follow sign-in: never another origin ("//host", "/\\host"). */
+export function safeNext(next: string | undefined | null): string {
+  if (!next?.startsWith("/") || next.startsWith("//") || next.startsWith("/\\")) return "/";
+  return next.slice(0, 500);
+}
+
+/** Sends the browser to sign-in, saying why and where to come back to. */
+export function toLogin(c: Context, why: "expired" | "required") {
+  const url = new URL(c.req.url);
+  const back = c.req.method === "GET" ? `${url.pathname}${url.search}` : "/";
+  const query = new URLSearchParams({ next: back });
+  if (why === "expired") query.set("expired", "1");
+  return c.redirect(`/login?${query}`, 303);
+}
+
+/** Every dashboard page and action: a live session, or off to sign-in (a stale cookie is cleared). */
+export const requireSession = createMiddleware<DashEnv>(async (c, next) => {
+  const cookie = readSessionCookie(c);
+  const session = await resumeSession(c.get("services"), cookie);
+  if (!session) {
+    if (cookie) clearSessionCookie(c);
+    return toLogin(c, cookie ? "expired" : "required");
+  }
+  c.set("session", session);
+  c.set("caller", session.caller);
+  await next();
+});
+
+/**
+ * A state-changing request from another site is refused: the browser says where it comes from
+ * (Sec-Fetch-Site, Origin), and SameSite=Strict keeps the cookie off such requests anyway.
+ */
+export function crossSite(c: Context): boolean {
+  const site = c.req.header("sec-fetch-site");
+  if (site && site !== "same-origin" && site !== "none") return true;
+  const origin = c.req.header("origin");
+  return origin !== undefined && origin !== new URL(c.req.url).origin;
+}
+
+/** Posted forms: same origin, and the session's anti-forgery value echoed in `_csrf`. */
+export const requireSameSiteForm = createMiddleware<DashEnv>(async (c, next) => {
+  if (crossSite(c)) return c.text("cross-site form posts are refused", 403);
+  const form = await c.req.parseBody();
+  const given = typeof form._csrf === "string" ? form._csrf : "";
+  if (!given || !(await secretsEqual(given, c.get("session").csrf))) {
+    return c.text("this form has expired or did not come from this dashboard; reload the page and try again", 403);
+  }
+  await next();
+});

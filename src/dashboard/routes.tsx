@@ -1,0 +1,461 @@
+import { type Context, Hono } from "hono";
+import { createMiddleware } from "hono/factory";
+import type { Child } from "hono/jsx";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { callerForToken } from "../auth/middleware";
+import { closeSession, openSession, SESSION_TTL_MS } from "../auth/sessions";
+import type { TokenRow } from "../auth/tokens-store";
+import { listEvents } from "../leases/ledger";
+import type { Lease } from "../leases/schema";
+import { randomSecret } from "../lib/crypto";
+import type { Offer, ProviderFailure } from "../offers/schemas";
+import { ProviderNameSchema } from "../providers/types";
+import type { ReaperRun } from "../reaper/runs";
+import type { Schedule } from "../schedules/schema";
+import { type ApiAnswer, type ApiProblem, callApi } from "./api";
+import { CLIENT_SCRIPT, STYLE } from "./assets";
+import { clearSessionCookie, writeSessionCookie } from "./cookie";
+import { activeRows, canRead, leaseRow, recentStoppedRows, views } from "./data";
+import type { ApiFetch, DashEnv } from "./env";
+import { crossSite, requireSameSiteForm, requireSession, safeNext } from "./guard";
+import { Alarms } from "./leases-view";
+import { liveStream } from "./live";
+import { LeasePage, LeasesPage, STOP_ALL_PHRASE } from "./pages/leases";
+import { LoginPage } from "./pages/login";
+import { type OfferFilters, OffersPage, RentConfirm, type RentFields, RentForm } from "./pages/offers";
+import { AccountPage, type AccountView, ReaperPage, SchedulesPage, TokensPage } from "./pages/other";
+import { ErrorPanel, Layout } from "./ui";
+import { worstCase } from "./worst-case";
+
+const CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+].join("; ");
+
+type Ctx = Context<DashEnv>;
+
+/** Paths served without a session. */
+const PUBLIC_PATHS = ["/assets/*", "/login", "/live"];
+/** Every page and action: a live session, and for posts the same-origin and anti-forgery checks. */
+const SESSION_PATHS = [
+  "/",
+  "/logout",
+  "/leases/*",
+  "/stop-all",
+  "/offers",
+  "/rent",
+  "/schedules",
+  "/schedules/*",
+  "/account",
+  "/reaper",
+  "/tokens",
+  "/tokens/*",
+];
+
+/** The web dashboard: pages for people, every action through the HTTP API as the signed-in token. */
+export function dashboardRoutes(fetchApi: ApiFetch) {
+  const app = new Hono<DashEnv>();
+  const api = <T,>(c: Ctx, method: "GET" | "POST" | "PATCH" | "DELETE", path: string, json?: unknown, headers = {}) =>
+    callApi<T>(c, fetchApi, method, path, json, headers);
+
+  const securityHeaders = createMiddleware<DashEnv>(async (c, next) => {
+    await next();
+    c.header("Content-Security-Policy", CSP);
+    c.header("X-Content-Type-Options", "nosniff");
+    c.header("Referrer-Policy", "same-origin");
+    if (!c.res.headers.has("Cache-Control")) c.header("Cache-Control", "no-store");
+  });
+  // Only the dashboard's own paths: /v1, /docs and unknown paths keep the API's behaviour.
+  for (const path of [...PUBLIC_PATHS, ...SESSION_PATHS]) app.use(path, securityHeaders);
+
+  app.get("/assets/dashboard.css", (c) =>
+    c.body(STYLE, 200, { "Content-Type": "text/css; charset=utf-8", "Cache-Control": "public, max-age=86400" }),
+  );
+  app.get("/assets/dashboard.js", (c) =>
+    c.body(CLIENT_SCRIPT, 200, {
+      "Content-Type": "text/javascript; charset=utf-8",
+      "Cache-Control": "public, max-age=86400",
+    }),
+  );
+
+  app.get("/login", (c) => {
+    const expired = c.req.query("expired") === "1";
+    return c.html(
+      <LoginPage
+        next={safeNext(c.req.query("next"))}
+        message={expired ? "Your session has ended (signed out, token revoked or expired). Sign in again." : undefined}
+      />,
+    );
+  });
+
+  app.post("/login", async (c) => {
+    if (crossSite(c)) return c.text("cross-site sign-in is refused", 403);
+    const form = await c.req.parseBody();
+    const next = safeNext(typeof form.next === "string" ? form.next : "/");
+    const token = typeof form.token === "string" ? form.token.trim() : "";
+    const services = c.get("services");
+    const caller = token ? await callerForToken(services, token) : null;
+    if (!caller) {
+      return c.html(<LoginPage next={next} error="That token is unknown or has been revoked." />, 401);
+    }
+    const { cookie } = await openSession(services, caller);
+    writeSessionCookie(c, cookie, SESSION_TTL_MS / 1000);
+    return c.redirect(next, 303);
+  });
+
+  // /live checks its session itself on every tick, so that an ended session is told, not redirected.
+  app.get("/live", (c) => liveStream(c));
+
+  const pages = app;
+  for (const path of SESSION_PATHS) {
+    // Refused before the session is even looked at: a cross-site post changes nothing, signed in or not.
+    pages.use(path, async (c, next) => {
+      if (c.req.method !== "GET" && c.req.method !== "HEAD" && crossSite(c)) {
+        return c.text("cross-site form posts are refused", 403);
+      }
+      await next();
+    });
+    pages.use(path, requireSession);
+    pages.post(path, requireSameSiteForm);
+  }
+
+  /** A full page with the alarms on top. */
+  const page = async (
+    c: Ctx,
+    props: { title: string; current: string; live?: string; status?: ContentfulStatusCode },
+    body: Child,
+  ) => {
+    const session = c.get("session");
+    const alarms = canRead(session.caller) ? <Alarms rows={await activeRows(c.get("services"))} /> : null;
+    return c.html(
+      <Layout
+        title={props.title}
+        current={props.current}
+        caller={session.caller}
+        csrf={session.csrf}
+        alarms={alarms}
+        live={props.live}
+      >
+        {body}
+      </Layout>,
+      props.status ?? 200,
+    );
+  };
+  const problemPage = (c: Ctx, title: string, current: string, problem: ApiProblem) =>
+    page(c, { title, current, status: pageStatus(problem) }, <ErrorPanel problem={problem} />);
+  const cannotRead = (c: Ctx, title: string, current: string) =>
+    problemPage(c, title, current, {
+      status: 403,
+      code: "forbidden",
+      error: "This token does not have the read scope, so it cannot see leases. Sign in with a token that has it.",
+    });
+
+  pages.post("/logout", async (c) => {
+    await closeSession(c.get("services").db, c.get("session").idHash);
+    clearSessionCookie(c);
+    return c.redirect("/login", 303);
+  });
+
+  pages.get("/", async (c) => {
+    const { caller, csrf } = c.get("session");
+    if (!canRead(caller)) return cannotRead(c, "Leases", "/");
+    const services = c.get("services");
+    const [active, recent] = await Promise.all([activeRows(services), recentStoppedRows(services)]);
+    return page(
+      c,
+      { title: "Leases", current: "/", live: "/live" },
+      <LeasesPage
+        active={views(active, services)}
+        recent={views(recent, services)}
+        caller={caller}
+        csrf={csrf}
+        notice={c.req.query("notice")}
+      />,
+    );
+  });
+
+  pages.get("/leases/:id", async (c) => {
+    const { caller, csrf } = c.get("session");
+    if (!canRead(caller)) return cannotRead(c, "Lease", "/");
+    const services = c.get("services");
+    const row = await leaseRow(services, c.req.param("id"));
+    if (!row) {
+      return page(
+        c,
+        { title: "No such lease", current: "/", status: 404 },
+        <p class="empty">
+          There is no lease <code>{c.req.param("id").slice(0, 64)}</code>. <a href="/">Back to the leases</a>.
+        </p>,
+      );
+    }
+    const [view] = views([row], services);
+    const events = await listEvents(services.db, row.id);
+    const last = events[events.length - 1];
+    return page(
+      c,
+      { title: row.name ?? row.gpu ?? row.id, current: "/", live: `/live?lease=${row.id}` },
+      view ? (
+        <LeasePage view={view} events={events} caller={caller} csrf={csrf} notice={c.req.query("notice")} />
+      ) : null,
+    ).then((res) => {
+      if (last) res.headers.set("X-Last-Event-Seq", String(last.seq));
+      return res;
+    });
+  });
+
+  pages.post("/leases/:id/stop", async (c) => {
+    const id = c.req.param("id");
+    const answer = await api<{ ok: true; already?: boolean }>(c, "POST", `/v1/leases/${encodeURIComponent(id)}/stop`);
+    if (!answer.ok) return problemPage(c, "The lease was not stopped", "/", answer.problem);
+    const form = await c.req.parseBody();
+    const back = safeNext(typeof form.next === "string" ? form.next : `/leases/${id}`);
+    const notice = answer.data.already ? "already" : "stopping";
+    return c.redirect(`${back}${back.includes("?") ? "&" : "?"}notice=${notice}`, 303);
+  });
+
+  pages.post("/stop-all", async (c) => {
+    const form = await c.req.parseBody();
+    if (typeof form.confirm !== "string" || form.confirm.trim() !== STOP_ALL_PHRASE) {
+      return c.redirect("/?notice=stop-all-unconfirmed", 303);
+    }
+    const answer = await api<{ ok: true; leases: number; machines: number }>(c, "POST", "/v1/leases/stop-all");
+    if (!answer.ok) return problemPage(c, "Nothing was stopped", "/", answer.problem);
+    return c.redirect("/?notice=stop-all", 303);
+  });
+
+  pages.get("/offers", async (c) => {
+    const q = c.req.query();
+    const filters: OfferFilters = { gpu: q.gpu, vram_gb: q.vram_gb, provider: q.provider, max_price: q.max_price };
+    const query = new URLSearchParams();
+    for (const [name, value] of Object.entries(filters)) if (value) query.set(name, value);
+    const answer = await api<{ offers: Offer[]; errors: ProviderFailure[] }>(c, "GET", `/v1/offers?${query}`);
+    return page(
+      c,
+      { title: "Offers", current: "/offers" },
+      <OffersPage
+        filters={filters}
+        offers={answer.ok ? answer.data.offers : null}
+        errors={answer.ok ? answer.data.errors : []}
+        problem={answer.ok ? null : answer.problem}
+        caller={c.get("session").caller}
+      />,
+    );
+  });
+
+  pages.get("/rent", (c) => {
+    const q = c.req.query();
+    const fields: RentFields = pickRentFields(q);
+    return page(
+      c,
+      { title: "Rent a machine", current: "/offers" },
+      <RentForm fields={fields} csrf={c.get("session").csrf} problem={null} />,
+    );
+  });
+
+  pages.post("/rent", async (c) => {
+    const form = await c.req.parseBody();
+    const fields = pickRentFields(form);
+    const csrf = c.get("session").csrf;
+    const again = (problem: ApiProblem) =>
+      page(
+        c,
+        { title: "Rent a machine", current: "/offers", status: pageStatus(problem) },
+        <RentForm fields={fields} csrf={csrf} problem={problem} />,
+      );
+    const body = leaseBody(fields);
+    if (form.confirm !== "1") {
+      const chosen = await chooseOffer(fields, (path) => api<{ offers: Offer[] }>(c, "GET", path));
+      if ("problem" in chosen) return again(chosen.problem);
+      const provider = c.get("services").providers.get(chosen.offer.provider);
+      const billing = provider ?? {
+        billingStartsAt: "accepted" as const,
+        minimumBilledMinutes: chosen.offer.min_billed_minutes,
+      };
+      const worst = worstCase(billing, {
+        pricePerHourUsd: chosen.offer.price_per_hour_usd,
+        maxMinutes: Number(fields.max_minutes),
+        maxCost: fields.max_cost ? Number(fields.max_cost) : null,
+        startTimeoutMin: c.get("services").config.startTimeoutMin,
+      });
+      return page(
+        c,
+        { title: "Rent a machine", current: "/offers" },
+        <RentConfirm
+          fields={fields}
+          offer={chosen.offer}
+          worst={worst}
+          startTimeoutMin={c.get("services").config.startTimeoutMin}
+          billingStartsAt={billing.billingStartsAt}
+          idempotencyKey={`dash-${randomSecret(12)}`}
+          csrf={csrf}
+        />,
+      );
+    }
+    const key = typeof form.idempotency_key === "string" ? form.idempotency_key.slice(0, 200) : "";
+    const answer = await api<Lease>(c, "POST", "/v1/leases", body, key ? { "Idempotency-Key": key } : {});
+    if (!answer.ok) return again(answer.problem);
+    return c.redirect(`/leases/${answer.data.id}`, 303);
+  });
+
+  pages.get("/schedules", async (c) => {
+    const answer = await api<{ schedules: Schedule[] }>(c, "GET", "/v1/schedules");
+    if (!answer.ok) return problemPage(c, "Schedules", "/schedules", answer.problem);
+    const { caller, csrf } = c.get("session");
+    return page(
+      c,
+      { title: "Schedules", current: "/schedules" },
+      <SchedulesPage schedules={answer.data.schedules} caller={caller} csrf={csrf} />,
+    );
+  });
+
+  pages.post("/schedules/:id/enabled", async (c) => {
+    const form = await c.req.parseBody();
+    const id = encodeURIComponent(c.req.param("id"));
+    const answer = await api<Schedule>(c, "PATCH", `/v1/schedules/${id}`, { enabled: form.enabled === "true" });
+    if (!answer.ok) return problemPage(c, "The schedule was not changed", "/schedules", answer.problem);
+    return c.redirect("/schedules", 303);
+  });
+
+  pages.post("/schedules/:id/run", async (c) => {
+    const id = encodeURIComponent(c.req.param("id"));
+    const answer = await api<Lease>(c, "POST", `/v1/schedules/${id}/run`);
+    if (!answer.ok) return problemPage(c, "The schedule did not start", "/schedules", answer.problem);
+    return c.redirect(`/leases/${answer.data.id}`, 303);
+  });
+
+  pages.get("/account", async (c) => {
+    const answer = await api<AccountView>(c, "GET", "/v1/account");
+    if (!answer.ok) return problemPage(c, "Spend", "/account", answer.problem);
+    return page(c, { title: "Spend and budget", current: "/account" }, <AccountPage account={answer.data} />);
+  });
+
+  pages.get("/reaper", async (c) => {
+    const answer = await api<{ runs: ReaperRun[] }>(c, "GET", "/v1/reaper/runs?limit=20");
+    if (!answer.ok) return problemPage(c, "Reaper runs", "/reaper", answer.problem);
+    return page(c, { title: "Reaper runs", current: "/reaper" }, <ReaperPage runs={answer.data.runs} />);
+  });
+
+  const tokensPage = async (c: Ctx, created?: { name: string; token: string }, status: 200 | 201 = 200) => {
+    const answer = await api<{ tokens: TokenRow[] }>(c, "GET", "/v1/tokens");
+    if (!answer.ok) return problemPage(c, "Tokens", "/tokens", answer.problem);
+    return page(
+      c,
+      { title: "Tokens", current: "/tokens", status },
+      <TokensPage tokens={answer.data.tokens} csrf={c.get("session").csrf} created={created} />,
+    );
+  };
+
+  pages.get("/tokens", (c) => tokensPage(c));
+
+  pages.post("/tokens", async (c) => {
+    const form = await c.req.parseBody({ all: true });
+    const scopes = ([] as unknown[]).concat(form.scopes ?? []).filter((s) => typeof s === "string");
+    const answer = await api<{ name: string; token: string }>(c, "POST", "/v1/tokens", {
+      name: typeof form.name === "string" ? form.name : "",
+      scopes,
+    });
+    if (!answer.ok) return problemPage(c, "No token was created", "/tokens", answer.problem);
+    return tokensPage(c, { name: answer.data.name, token: answer.data.token }, 201);
+  });
+
+  pages.post("/tokens/:id/revoke", async (c) => {
+    const answer = await api(c, "DELETE", `/v1/tokens/${encodeURIComponent(c.req.param("id"))}`);
+    if (!answer.ok) return problemPage(c, "The token was not revoked", "/tokens", answer.problem);
+    return c.redirect("/tokens", 303);
+  });
+
+  return app;
+}
+
+/** A page that shows an API error answers with the API's own 4xx; anything else is a 502. */
+function pageStatus(problem: ApiProblem): ContentfulStatusCode {
+  return problem.status >= 400 && problem.status < 500 ? (problem.status as ContentfulStatusCode) : 502;
+}
+
+const RENT_FIELD_NAMES = [
+  "offer_id",
+  "name",
+  "provider",
+  "gpu",
+  "vram_gb",
+  "template",
+  "image",
+  "cmd",
+  "max_minutes",
+  "max_cost",
+] as const satisfies readonly (keyof RentFields)[];
+
+function pickRentFields(source: Record<string, unknown>): RentFields {
+  const fields: RentFields = {};
+  for (const name of RENT_FIELD_NAMES) {
+    const value = source[name];
+    if (typeof value === "string" && value.trim() !== "") fields[name] = value.trim();
+  }
+  return fields;
+}
+
+/** The POST /v1/leases body of the form: numbers as numbers, empty fields left out (the API validates). */
+function leaseBody(fields: RentFields): Record<string, unknown> {
+  const number = (v: string | undefined) => (v === undefined ? undefined : Number(v));
+  const body: Record<string, unknown> = {
+    name: fields.name,
+    offer_id: fields.offer_id,
+    provider: fields.provider,
+    gpu: fields.gpu,
+    vram_gb: number(fields.vram_gb),
+    template: fields.template,
+    image: fields.image,
+    cmd: fields.cmd,
+    max_minutes: number(fields.max_minutes),
+    max_cost: number(fields.max_cost),
+  };
+  for (const key of Object.keys(body)) if (body[key] === undefined) delete body[key];
+  return body;
+}
+
+/** The offer a rental would take: the named one, else the best value for the filters (as the API picks). */
+async function chooseOffer(
+  fields: RentFields,
+  listOffers: (path: string) => Promise<ApiAnswer<{ offers: Offer[] }>>,
+): Promise<{ offer: Offer } | { problem: ApiProblem }> {
+  const invalid = (path: string, message: string) => ({
+    problem: { status: 400, code: "invalid_request", error: `${path}: ${message}`, issues: [{ path, message }] },
+  });
+  const minutes = Number(fields.max_minutes);
+  if (!Number.isInteger(minutes) || minutes < 1 || minutes > 10080) {
+    return invalid("max_minutes", "a whole number of minutes from 1 to 10080");
+  }
+  if (fields.max_cost !== undefined && !(Number(fields.max_cost) > 0)) return invalid("max_cost", "a positive amount");
+  if (fields.template === "custom" && !fields.image) return invalid("image", "a custom lease needs an image");
+  const query = new URLSearchParams({ limit: "200" });
+  if (fields.provider) {
+    if (!ProviderNameSchema.safeParse(fields.provider).success) return invalid("provider", "unknown provider");
+    query.set("provider", fields.provider);
+  }
+  if (fields.gpu && !fields.offer_id) query.set("gpu", fields.gpu);
+  if (fields.vram_gb && !fields.offer_id) query.set("vram_gb", fields.vram_gb);
+  const answer = await listOffers(`/v1/offers?${query}`);
+  if (!answer.ok) return { problem: answer.problem };
+  const template = fields.template === "custom" ? "custom" : "ollama";
+  const offer = answer.data.offers.find(
+    (o) => (fields.offer_id ? o.offer_id === fields.offer_id : true) && o.templates.includes(template),
+  );
+  if (!offer) {
+    return {
+      problem: {
+        status: 409,
+        code: "no_capacity",
+        error: fields.offer_id
+          ? "That offer is no longer available (or cannot run this template). Pick another from the offers list."
+          : "No offer matches these choices right now. Widen them and try again.",
+      },
+    };
+  }
+  return { offer };
+}

@@ -1,0 +1,137 @@
+import { DurableObject } from "cloudflare:workers";
+import { loadConfig } from "../config";
+import { getLease, toLease } from "../leases/ledger";
+import { secretsOf } from "../providers/scrub";
+import { createServices, type Services } from "../services";
+import { jsonBody, maskEnv, type RenderedEvent, slackBody, withoutSecrets } from "./body";
+import { type AttemptOutcome, claimDue, type DueDelivery, freezeEventData, nextDueAt, recordAttempt } from "./outbox";
+import { openSecret } from "./secrets";
+import { signatureHeader } from "./signing";
+
+/** No answer within this long is a failed try (api.md: 10 s). */
+export const ATTEMPT_TIMEOUT_MS = 10_000;
+/** Deliveries one alarm claims; the rest wait for the next alarm a second later. */
+const BATCH = 24;
+/** At most this many requests in flight (a Worker has 6 connections). */
+const PARALLEL = 6;
+const USER_AGENT = "gpulease-webhooks/1";
+
+export type Fetch = (request: Request) => Promise<Response>;
+
+/** The event's `data`: given at enqueue, or the lease as it is now (then frozen for retries). */
+async function renderData(services: Services, delivery: DueDelivery): Promise<Record<string, unknown>> {
+  if (delivery.data) return JSON.parse(delivery.data) as Record<string, unknown>;
+  const row = delivery.lease_id ? await getLease(services.db, delivery.lease_id) : null;
+  const data = { lease: row ? toLease(row) : { id: delivery.lease_id }, detail: delivery.detail };
+  return JSON.parse(await freezeEventData(services.db, delivery.event_id, JSON.stringify(data)));
+}
+
+/** Builds, signs and sends one delivery; any 2xx is delivered, anything else is retried. */
+async function attempt(services: Services, delivery: DueDelivery, send: Fetch, nowMs: number): Promise<AttemptOutcome> {
+  const adminToken = services.config.secrets.adminToken;
+  if (!adminToken) return { ok: false, statusCode: null, error: "ADMIN_TOKEN is not set: the secret cannot be opened" };
+  let secret: string;
+  let body: string;
+  try {
+    secret = await openSecret(delivery.secret, adminToken);
+    const event: RenderedEvent = {
+      id: delivery.event_id,
+      type: delivery.type,
+      created_at: delivery.event_created_at,
+      data: maskEnv(await renderData(services, delivery)) as Record<string, unknown>,
+    };
+    body = withoutSecrets(delivery.format === "slack" ? slackBody(event) : jsonBody(event), [
+      ...secretsOf(services.config),
+      secret,
+    ]);
+  } catch (error) {
+    return { ok: false, statusCode: null, error: error instanceof Error ? error.message : String(error) };
+  }
+  try {
+    const response = await send(
+      new Request(delivery.url, {
+        method: "POST",
+        body,
+        headers: {
+          "Content-Type": "application/json",
+          "User-Agent": USER_AGENT,
+          "Gpulease-Event": delivery.type,
+          "Gpulease-Delivery": delivery.id,
+          "Gpulease-Signature": await signatureHeader(secret, body, nowMs),
+        },
+        signal: AbortSignal.timeout(ATTEMPT_TIMEOUT_MS),
+        redirect: "manual",
+      }),
+    );
+    await response.body?.cancel();
+    if (response.status >= 200 && response.status < 300) return { ok: true, statusCode: response.status };
+    return { ok: false, statusCode: response.status, error: `the receiver answered HTTP ${response.status}` };
+  } catch (error) {
+    const timedOut = error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
+    const reason = timedOut ? `no answer within ${ATTEMPT_TIMEOUT_MS / 1000} s` : String(error);
+    return { ok: false, statusCode: null, error: `request failed: ${reason}` };
+  }
+}
+
+export interface SendRound {
+  attempted: number;
+  delivered: number;
+  /** when the outbox should be looked at again (ms), or null when nothing is pending */
+  nextAt: number | null;
+}
+
+/** One round of the outbox: claims what is due, sends it, records each outcome. */
+export async function deliverDue(services: Services, send: Fetch): Promise<SendRound> {
+  const now = services.clock();
+  const due = await claimDue(services.db, now, BATCH);
+  let delivered = 0;
+  for (let i = 0; i < due.length; i += PARALLEL) {
+    await Promise.all(
+      due.slice(i, i + PARALLEL).map(async (delivery) => {
+        const outcome = await attempt(services, delivery, send, now);
+        if (outcome.ok) delivered++;
+        await recordAttempt(services.db, delivery, outcome, services.clock());
+      }),
+    );
+  }
+  const after = services.clock();
+  const pendingAt = await nextDueAt(services.db);
+  // A full batch may have left more due at once: look again a second later, not in a hot loop.
+  const nextAt = due.length === BATCH ? after + 1000 : pendingAt === null ? null : Math.max(pendingAt, after + 1000);
+  return { attempted: due.length, delivered, nextAt };
+}
+
+/**
+ * The webhook sender: one object drains the outbox from its own alarm, so a slow or dead
+ * receiver only ever holds up this alarm, never a lease's keeper, a request or a cron. Pending
+ * deliveries live in D1 and the alarm is durable, so a restart loses nothing.
+ */
+export class WebhookSender extends DurableObject<Env> {
+  /** Asks for a round now (after an event was enqueued). */
+  async wake(): Promise<void> {
+    const now = Date.now();
+    const current = await this.ctx.storage.getAlarm();
+    if (current === null || current > now) await this.ctx.storage.setAlarm(now);
+  }
+
+  override async alarm(): Promise<void> {
+    const services = createServices(this.env, loadConfig(this.env));
+    try {
+      const round = await deliverDue(services, (request) => fetch(request));
+      if (round.nextAt !== null) await this.ctx.storage.setAlarm(round.nextAt);
+    } catch (error) {
+      // D1 failed: keep the loop alive ourselves (the rows are still pending).
+      console.error(`webhook sender: round failed: ${error instanceof Error ? error.message : String(error)}`);
+      await this.ctx.storage.setAlarm(Date.now() + 30_000);
+    }
+  }
+}
+
+/** Wakes the sender; never throws (a lost wake is caught up by the next cron tick). */
+export async function wakeOutbox(env: Env): Promise<void> {
+  try {
+    await env.WEBHOOK_SENDER.getByName("outbox").wake();
+  } catch (error) {
+    console.error(`webhook sender: wake failed: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}

@@ -1,0 +1,263 @@
+// The dashboard in a real headless Chromium (Debian's package, driven by playwright-core) against the
+// local worker with the simulated cloud. Screenshots of every page land in test/e2e/artifacts/.
+import { mkdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+
+const base = inject("baseUrl");
+const admin = inject("adminToken");
+const ARTIFACTS = join(dirname(fileURLToPath(import.meta.url)), "artifacts");
+const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+const DESKTOP = { width: 1280, height: 800 };
+const PHONE = { width: 390, height: 844 };
+
+let browser: Browser;
+/** console errors and uncaught exceptions of every page the suite opens (the cross-site one excepted) */
+const consoleErrors: string[] = [];
+
+async function api(path: string, init: { method?: string; json?: unknown } = {}) {
+  const res = await fetch(`${base}${path}`, {
+    method: init.method ?? (init.json === undefined ? "GET" : "POST"),
+    headers: { Authorization: `Bearer ${admin}`, "Content-Type": "application/json" },
+    body: init.json === undefined ? undefined : JSON.stringify(init.json),
+  });
+  if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
+  return res.json() as Promise<Record<string, unknown>>;
+}
+
+async function newPage(context: BrowserContext): Promise<Page> {
+  const page = await context.newPage();
+  page.on("console", (msg) => {
+    if (msg.type() === "error") consoleErrors.push(`${page.url()}: ${msg.text()}`);
+  });
+  page.on("pageerror", (error) => consoleErrors.push(`${page.url()}: ${error.message}`));
+  return page;
+}
+
+async function signIn(context: BrowserContext, token: string): Promise<Page> {
+  const page = await newPage(context);
+  await page.goto(`${base}/`);
+  expect(new URL(page.url()).pathname).toBe("/login");
+  await page.getByLabel("API token").fill(token);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(`${base}/`);
+  return page;
+}
+
+/** axe-core's serious and critical violations on the page as it is now (`rules`: only these, e.g. contrast). */
+async function seriousViolations(page: Page, rules?: string[]): Promise<string[]> {
+  if (!(await page.evaluate(() => "axe" in window))) await page.addScriptTag({ content: AXE_SOURCE });
+  const results = await page.evaluate(async (only) => {
+    type Axe = { run: (ctx: Document, options: object) => Promise<{ violations: unknown[] }> };
+    const axe = (window as unknown as { axe: Axe }).axe;
+    return axe.run(document, only ? { runOnly: { type: "rule", values: only } } : {});
+  }, rules);
+  return (results.violations as { id: string; impact: string; nodes: { target: string[] }[] }[])
+    .filter((v) => v.impact === "serious" || v.impact === "critical")
+    .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
+}
+
+async function shoot(page: Page, name: string) {
+  for (const [label, size] of [
+    ["desktop", DESKTOP],
+    ["phone", PHONE],
+  ] as const) {
+    await page.setViewportSize(size);
+    await page.screenshot({ path: join(ARTIFACTS, `${name}-${label}.png`), fullPage: true });
+  }
+  await page.setViewportSize(DESKTOP);
+}
+
+beforeAll(async () => {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  // The sim boots in 2 s and a stopped machine lingers 1 s: a whole lease life in seconds.
+  await api("/v1/sim/config", { method: "PUT", json: { boot_seconds: 2, ready_seconds: 1, linger_seconds: 1 } });
+  browser = await chromium.launch({
+    executablePath: "/usr/bin/chromium",
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+});
+
+afterAll(async () => {
+  await browser?.close();
+});
+
+describe("the dashboard in a browser", () => {
+  it("signs in, rents on the sim, sees it run live without a reload, stops it and sees the teardown verified", async () => {
+    const context = await browser.newContext({ viewport: DESKTOP });
+    const page = await signIn(context, admin);
+
+    await page.getByRole("link", { name: "Offers" }).click();
+    await page.getByLabel("Provider", { exact: true }).selectOption("sim");
+    await page.getByLabel("GPU").fill("4090");
+    await page.getByRole("button", { name: "Show offers" }).click();
+    await page
+      .getByRole("link", { name: /^Rent RTX 4090 at sim/ })
+      .first()
+      .click();
+    await page.getByLabel("Name", { exact: false }).first().fill("e2e-watch");
+    await page.getByLabel(/Max\. minutes/).fill("30");
+    await page.getByRole("button", { name: "Review cost" }).click();
+    // the worst case before anything is rented: 0.69 USD/h × (20 min start timeout + 30 min)
+    await expect.poll(() => page.locator("#worst-case").textContent()).toBe("$0.58");
+    await page.getByRole("button", { name: /^Rent for up to \$0\.58$/ }).click();
+    await page.waitForURL(/\/leases\/lse_/);
+    const leaseId = new URL(page.url()).pathname.split("/")[2] as string;
+
+    await page.goto(`${base}/`);
+    const row = page.locator(`#live-leases tr[data-lease-id="${leaseId}"]`);
+    await expect.poll(() => row.count()).toBe(1);
+    await page.evaluate(() => {
+      (window as unknown as { notReloaded: boolean }).notReloaded = true;
+    });
+    await row.and(page.locator('[data-status="running"]')).waitFor({ timeout: 30_000 });
+    expect(await page.evaluate(() => (window as unknown as { notReloaded?: boolean }).notReloaded)).toBe(true);
+    // the cost so far ticks in the page
+    const cost = row.locator("[data-cost]");
+    const first = await cost.textContent();
+    await expect.poll(() => cost.textContent(), { timeout: 5_000 }).not.toBe(first);
+    // the access URL, with a copy button the script reveals
+    expect(await row.locator("ul.access code").first().textContent()).toContain(":11434");
+    expect(await row.getByRole("button", { name: /^Copy / }).isVisible()).toBe(true);
+
+    await row.getByRole("button", { name: "Stop", exact: true }).click();
+    await page.waitForURL(`${base}/?notice=stopping`);
+    const stopped = page.locator(`#live-leases tr[data-lease-id="${leaseId}"][data-status="stopped"]`);
+    await stopped.waitFor({ timeout: 30_000 });
+    await expect.poll(() => stopped.textContent(), { timeout: 30_000 }).toContain("teardown verified");
+
+    await page.goto(`${base}/leases/${leaseId}`);
+    expect(await page.locator("#lease-detail").textContent()).toContain("verified");
+    expect(await page.locator("#events").textContent()).toContain("the provider confirms the machine is gone");
+    await context.close();
+  });
+
+  it("shows a read-only token no Stop button, and sends its page to sign-in the moment the token is revoked", async () => {
+    const lease = await api("/v1/leases", {
+      json: { provider: "sim", gpu: "4090", max_minutes: 30, name: "e2e-read" },
+    });
+    const token = (await api("/v1/tokens", { json: { name: "e2e-reader", scopes: ["read"] } })) as {
+      id: string;
+      token: string;
+    };
+    const context = await browser.newContext({ viewport: DESKTOP });
+    const page = await signIn(context, token.token);
+    await page.locator(`tr[data-lease-id="${lease.id}"]`).waitFor();
+    expect(await page.getByRole("button", { name: "Stop" }).count()).toBe(0);
+    expect(await page.getByRole("button", { name: "Stop everything" }).count()).toBe(0);
+    expect(await page.getByRole("link", { name: "Tokens" }).count()).toBe(0);
+    await page.goto(`${base}/leases/${lease.id}`);
+    expect(await page.getByRole("button", { name: "Stop" }).count()).toBe(0);
+
+    await page.goto(`${base}/`);
+    await api(`/v1/tokens/${token.id}`, { method: "DELETE" });
+    // the live stream notices the revocation: no click, no reload by the test
+    await page.waitForURL(/\/login\?/, { timeout: 15_000 });
+    expect(await page.getByRole("status").textContent()).toContain("Your session has ended");
+    await page.goto(`${base}/offers`);
+    expect(new URL(page.url()).pathname).toBe("/login");
+    await api(`/v1/leases/${lease.id}/stop`, { method: "POST" });
+    await context.close();
+  });
+
+  it("refuses a cross-site form post even with the admin signed in", async () => {
+    const lease = await api("/v1/leases", {
+      json: { provider: "sim", gpu: "4090", max_minutes: 30, name: "e2e-csrf" },
+    });
+    const context = await browser.newContext({ viewport: DESKTOP });
+    await (await signIn(context, admin)).close();
+    const evil = await context.newPage();
+    await evil.route("http://evil.test/**", (route) =>
+      route.fulfill({
+        contentType: "text/html",
+        body: `<form id="f" method="post" action="${base}/stop-all"><input name="confirm" value="STOP ALL"></form>
+               <script>document.getElementById("f").submit()</script>`,
+      }),
+    );
+    const refused = evil.waitForResponse((res) => res.url() === `${base}/stop-all`);
+    await evil.goto("http://evil.test/");
+    expect((await refused).status()).toBe(403);
+    const after = await api(`/v1/leases/${lease.id}`);
+    expect(after.status).not.toMatch(/stopping|stopped/);
+    await api(`/v1/leases/${lease.id}/stop`, { method: "POST" });
+    await context.close();
+  });
+
+  it("every page: no serious or critical axe-core violation in light and dark, screenshots at desktop and phone width", async () => {
+    const lease = await api("/v1/leases", {
+      json: { provider: "sim", gpu: "4090", max_minutes: 90, max_cost: 2, name: "nightly-embed" },
+    });
+    await api("/v1/schedules", {
+      json: {
+        name: "nightly",
+        cron: "0 2 * * *",
+        timezone: "Europe/Berlin",
+        lease: { provider: "sim", gpu: "4090", max_minutes: 60 },
+      },
+    });
+    await api("/v1/tokens", { json: { name: "nightly-batch", scopes: ["read", "rent", "stop"] } });
+    await fetch(`${base}/__scheduled?cron=${encodeURIComponent("*/10 * * * *")}`);
+
+    // axe-core is injected as an inline script, which the dashboard's CSP (rightly) refuses
+    const context = await browser.newContext({ viewport: DESKTOP, bypassCSP: true, timezoneId: "America/New_York" });
+    const login = await newPage(context);
+    await login.goto(`${base}/login`);
+    expect(await seriousViolations(login)).toEqual([]);
+    await shoot(login, "login");
+    await login.close();
+
+    const page = await signIn(context, admin);
+    await page.locator(`tr[data-lease-id="${lease.id}"][data-status="running"]`).waitFor({ timeout: 30_000 });
+    const pages: [string, string][] = [
+      ["leases", "/"],
+      ["lease", `/leases/${lease.id}`],
+      ["offers", "/offers?provider=sim"],
+      ["rent", "/rent?provider=sim&gpu=4090"],
+      ["schedules", "/schedules"],
+      ["account", "/account"],
+      ["reaper", "/reaper"],
+      ["tokens", "/tokens"],
+    ];
+    // times show in the viewer's zone, with UTC on hover
+    await page.goto(`${base}/leases/${lease.id}`);
+    const created = page.locator("#events time").first();
+    expect(await created.textContent()).toMatch(/EST|EDT/);
+    expect(await created.getAttribute("title")).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
+    for (const [name, path] of pages) {
+      await page.goto(`${base}${path}`);
+      expect(await seriousViolations(page), `${name} (light)`).toEqual([]);
+      // dark mode changes only colours: its contrast is checked
+      await page.emulateMedia({ colorScheme: "dark" });
+      expect(await seriousViolations(page, ["color-contrast"]), `${name} (dark)`).toEqual([]);
+      await page.emulateMedia({ colorScheme: "light" });
+      await shoot(page, name);
+    }
+    // the rent confirmation, and the leases page in the dark
+    await page.goto(`${base}/rent?provider=sim&gpu=4090`);
+    await page.getByLabel(/Max\. minutes/).fill("45");
+    await page.getByRole("button", { name: "Review cost" }).click();
+    expect(await seriousViolations(page)).toEqual([]);
+    await shoot(page, "rent-confirm");
+    await page.emulateMedia({ colorScheme: "dark" });
+    await page.goto(`${base}/`);
+    await shoot(page, "leases-dark");
+    await api(`/v1/leases/${lease.id}/stop`, { method: "POST" });
+    await context.close();
+  }, 180_000);
+
+  it("no page logged a console error", () => {
+    expect(consoleErrors).toEqual([]);
+  });
+});
