@@ -44,6 +44,8 @@ async function workersProject(
             VRAMFARM_TOKEN: "gf_live_testtoken0123456789",
             ENABLE_SIM: "true",
             RUNPOD_GRAPHQL_URL: "http://runpod.fake/graphql",
+            RUNPOD_API_URL: "http://runpod.fake",
+            RUNPOD_TRANSPORT: "rest",
             VAST_API_URL: "http://vast.fake",
             VRAMFARM_API_URL: "http://vramfarm.fake/api",
             RUNPOD_PROXY_TEMPLATE: "http://{id}-{port}.proxy.runpod.fake",
@@ -73,6 +75,12 @@ async function workersProject(
   };
 }
 
+/**
+ * The suites that also run with RUNPOD_TRANSPORT=graphql (GraphQL stays selectable until it
+ * retires): the whole lease life, the reaper with stop-all, and the fault matrix's RunPod cells.
+ */
+const BOTH_TRANSPORTS = ["test/leases/providers.test.ts", "test/reaper/reaper.test.ts"];
+
 export default defineConfig(async () => ({
   test: {
     // Vitest's default is one worker less than the cores: one file at a time on 2 cores. A workerd
@@ -86,6 +94,11 @@ export default defineConfig(async () => ({
           workersProject(`faults-${provider}`, [FAULT_MATRIX], [], { FAULT_PROVIDERS: provider }),
         ),
       )),
+      await workersProject("graphql", BOTH_TRANSPORTS, [], { RUNPOD_TRANSPORT: "graphql" }),
+      await workersProject("faults-runpod-graphql", [FAULT_MATRIX], [], {
+        FAULT_PROVIDERS: "runpod",
+        RUNPOD_TRANSPORT: "graphql",
+      }),
     ],
   },
 }));

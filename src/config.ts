@@ -44,6 +44,18 @@ const secret = z
 
 const varsSchema = z.object({
   RUNPOD_GRAPHQL_URL: httpUrl.default("https://api.runpod.io/graphql"),
+  RUNPOD_TRANSPORT: z
+    .string()
+    .trim()
+    .pipe(z.enum(["rest", "graphql"]))
+    .default("rest"),
+  RUNPOD_API_URL: httpUrl.default("https://api.runpod.io"),
+  MIN_CUDA_VERSION: z
+    .string()
+    .trim()
+    .regex(/^\d+\.\d+$/, "expected major.minor, e.g. 12.4")
+    .default("12.4"),
+  OFFERS_CACHE_S: wholeNumber(0, 3600).default(30),
   VAST_API_URL: httpUrl.default("https://console.vast.ai"),
   VRAMFARM_API_URL: httpUrl.default("https://vramfarm.com/api"),
   RUNPOD_PROXY_TEMPLATE: z
@@ -92,6 +104,14 @@ type Vars = z.output<typeof varsSchema>;
 /** Every setting of the worker, parsed and validated once per entry point. */
 export interface Config {
   runpodGraphqlUrl: string;
+  /** RunPod transport: REST v2 (default) or GraphQL until it retires; GraphQL still reads the balance */
+  runpodTransport: "rest" | "graphql";
+  /** RunPod REST v2 base, paths /v2/... */
+  runpodApiUrl: string;
+  /** lowest host CUDA version rented where the provider can filter (RunPod, Vast.ai), "major.minor" */
+  minCudaVersion: string;
+  /** how long one shared offers snapshot is served, seconds (0 = no cache) */
+  offersCacheS: number;
   vastApiUrl: string;
   vramfarmApiUrl: string;
   runpodProxyTemplate: string;
@@ -133,6 +153,10 @@ export class ConfigError extends Error {
 function toConfig(v: Vars): Config {
   return {
     runpodGraphqlUrl: v.RUNPOD_GRAPHQL_URL,
+    runpodTransport: v.RUNPOD_TRANSPORT,
+    runpodApiUrl: v.RUNPOD_API_URL,
+    minCudaVersion: v.MIN_CUDA_VERSION,
+    offersCacheS: v.OFFERS_CACHE_S,
     vastApiUrl: v.VAST_API_URL,
     vramfarmApiUrl: v.VRAMFARM_API_URL,
     runpodProxyTemplate: v.RUNPOD_PROXY_TEMPLATE,

@@ -1,4 +1,5 @@
 import { createApp } from "./app";
+import { reconcileBilling } from "./billing/reconcile";
 import { loadSettings } from "./config";
 import { DISPATCHER_CRON, REAPER_CRON } from "./cron";
 import { runReaper } from "./reaper/reaper";
@@ -8,6 +9,7 @@ import { wakeOutbox } from "./webhooks/sender";
 
 export { RateLimiter } from "./auth/rate-limiter";
 export { LeaseKeeper } from "./keeper/keeper";
+export { OffersCache } from "./offers/shared-cache";
 export { SimCloud } from "./sim/cloud";
 export { WebhookSender } from "./webhooks/sender";
 
@@ -19,18 +21,29 @@ export default {
     // Never throws before the reaper: a malformed var is logged, and the reaper runs on the last
     // valid settings (or the defaults); no schedule rents on settings nobody meant.
     const { config, invalid } = loadSettings(env);
-    if (invalid.length) console.error(`invalid configuration: ${invalid.join("; ")}`);
     const services = createServices(env, config);
+    if (invalid.length) services.log.error("config_invalid", { invalid });
     switch (controller.cron) {
       case DISPATCHER_CRON:
         // Then the webhook outbox: catches up anything a lost wake left (at most a minute late).
         if (invalid.length) {
-          console.error("dispatcher skipped until the configuration is fixed");
+          services.log.error("dispatcher_skipped", { reason: "invalid configuration", invalid });
           ctx.waitUntil(wakeOutbox(env));
         } else ctx.waitUntil(runDispatcher(services, controller.scheduledTime).finally(() => wakeOutbox(env)));
         break;
       case REAPER_CRON:
-        ctx.waitUntil(runReaper(services).finally(() => wakeOutbox(env)));
+        // After the reaper, what the providers billed beside the ledger (src/billing); its own
+        // failures never fail the reaper run. Then the webhook outbox.
+        ctx.waitUntil(
+          runReaper(services)
+            .then(async (run) => {
+              if (run.mode === "enforce")
+                await reconcileBilling(services).catch((error) =>
+                  services.log.warn("billing_reconciliation_failed", { error }),
+                );
+            })
+            .finally(() => wakeOutbox(env)),
+        );
         break;
       default:
         services.log.warn("unknown_cron", { cron: controller.cron });

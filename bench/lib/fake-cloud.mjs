@@ -94,6 +94,7 @@ export async function startFakeCloud({ basePort = 9301, delayMs = 0, bootMs = 5_
       fake.model.lingerMs = lingerMs;
     }
   }
+  const states = [0, 1, 2].map(() => ({ delayMs, calls: 0 }));
   const [rp, vs, vf] = await Promise.all([
     serveFake(
       runpod,
@@ -103,13 +104,14 @@ export async function startFakeCloud({ basePort = 9301, delayMs = 0, bootMs = 5_
         const proxy = /^\/proxy\/([a-z0-9]+-\d+)(\/.*)?$/.exec(path);
         return proxy ? `http://${proxy[1]}.proxy.runpod.fake${proxy[2] ?? "/"}` : `http://runpod.fake${path}`;
       },
-      { delayMs, calls: 0 },
+      states[0],
     ),
-    serveFake(vast, basePort + 1, (path) => `http://vast.fake${path}`, { delayMs, calls: 0 }),
-    serveFake(vramfarm, basePort + 2, (path) => `http://vramfarm.fake${path}`, { delayMs, calls: 0 }),
+    serveFake(vast, basePort + 1, (path) => `http://vast.fake${path}`, states[1]),
+    serveFake(vramfarm, basePort + 2, (path) => `http://vramfarm.fake${path}`, states[2]),
   ]);
   const vars = {
     RUNPOD_GRAPHQL_URL: `http://127.0.0.1:${basePort}/graphql`,
+    RUNPOD_API_URL: `http://127.0.0.1:${basePort}`,
     RUNPOD_PROXY_TEMPLATE: `http://127.0.0.1:${basePort}/proxy/{id}-{port}`,
     VAST_API_URL: `http://127.0.0.1:${basePort + 1}`,
     VRAMFARM_API_URL: `http://127.0.0.1:${basePort + 2}/api`,
@@ -120,6 +122,8 @@ export async function startFakeCloud({ basePort = 9301, delayMs = 0, bootMs = 5_
   return {
     fakes: { runpod, vast, vramfarm },
     servers: [rp, vs, vf],
+    /** per fake: {calls, log: [{at, method, url}]} of every provider request */
+    states: { runpod: states[0], vast: states[1], vramfarm: states[2] },
     vars,
     varArgs: Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
     close: () => Promise.all([rp, vs, vf].map(({ server }) => new Promise((r) => server.close(r)))),

@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requireScope } from "../auth/middleware";
+import { BillingDaySchema, billingByDay } from "../billing/report";
 import { errorResponses } from "../errors";
 import { withTimeout } from "../lib/timeout";
 import { scrubError } from "../providers/scrub";
@@ -42,6 +43,9 @@ const AccountSchema = z
     unverified_teardowns: z.array(z.string()).openapi({
       description: "leases whose teardown has not been verified after its window: check them at the provider",
     }),
+    billing: z.array(BillingDaySchema).openapi({
+      description: "per provider and UTC day: the ledger's spend beside what the provider billed (RunPod REST)",
+    }),
   })
   .openapi("Account");
 
@@ -79,9 +83,10 @@ async function balanceOf(services: Services, name: ProviderName): Promise<Provid
 export const accountRoutes = createRouter().openapi(accountRoute, async (c) => {
   const services = c.get("services");
   const now = services.clock();
-  const [balances, spend] = await Promise.all([
+  const [balances, spend, billing] = await Promise.all([
     Promise.all(providerNames.map((name) => balanceOf(services, name))),
     loadSpend(services.db, now, services.config.eurUsd),
+    billingByDay(services),
   ]);
   return c.json(
     {
@@ -99,6 +104,7 @@ export const accountRoutes = createRouter().openapi(accountRoute, async (c) => {
       unverified_teardowns: spend.activeLeases
         .filter((l) => l.status === "stopping" && l.error === "teardown_unverified")
         .map((l) => l.id),
+      billing,
     },
     200,
   );

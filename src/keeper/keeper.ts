@@ -349,9 +349,10 @@ export class LeaseKeeper extends DurableObject<Env> {
   private services(): Services {
     // A malformed var must not stop caps or teardown: run on the last valid settings, and say so.
     const { config, invalid } = loadSettings(this.env);
+    const services = createServices(this.env, config);
     if (invalid.length)
-      console.error(`keeper: invalid configuration (${invalid.join("; ")}); using the last valid settings`);
-    return createServices(this.env, config);
+      services.log.error("config_invalid", { invalid, outcome: "keeper runs on the last valid settings" });
+    return services;
   }
 
   private safeMessage(services: Services, error: unknown): string {

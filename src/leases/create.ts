@@ -27,6 +27,7 @@ import {
   updateLeaseIf,
   writeAheadCreate,
 } from "./ledger";
+import { withinProviderLimits } from "./provider-limits";
 import type { Lease, LeaseInput, RESERVED_ENV_PREFIX, RentAttempt } from "./schema";
 
 /** Offers tried per request, and the time they may take (an HTTP request has about 30 s). */
@@ -70,7 +71,11 @@ export async function createLease(
     if (existing) return { lease: toLease(existing), created: false };
   }
 
-  const offers = await affordable(services, input, await candidateOffers(services, input));
+  const offers = await affordable(
+    services,
+    input,
+    withinProviderLimits(services, input, await candidateOffers(services, input)),
+  );
 
   const now = services.clock();
   const leaseId = newId("lse", now);

@@ -91,6 +91,9 @@ export const LeaseRowSchema = z.object({
   /** every create sent for this lease (null: none); see writeAheadCreate */
   creates: jsonColumn(z.array(SentCreateSchema)).default(null),
   billing_starts_at: BillingStartsAtSchema.nullable().default(null),
+  /** what the provider itself billed (src/billing), when it reports it per machine */
+  billed: z.number().nullable().optional(),
+  billing_checked_at: z.string().nullable().optional(),
 });
 export type LeaseRow = z.infer<typeof LeaseRowSchema>;
 
@@ -114,6 +117,7 @@ export function toLease(row: LeaseRow): Lease {
     max_cost: row.max_cost,
     expected_cost: row.expected_cost,
     cost: row.cost,
+    billed: row.billed ?? null,
     access: row.access,
     error: row.error,
     stop_reason: row.stop_reason,

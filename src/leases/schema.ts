@@ -106,6 +106,9 @@ export const LeaseSchema = z
       .nullable()
       .openapi({ description: "USD, the worst case at rental: price × max_minutes, capped by max_cost" }),
     cost: z.number().openapi({ description: "in `currency`: what the provider bills so far; frozen at teardown" }),
+    billed: z.number().nullable().openapi({
+      description: "in `currency`: what the provider itself says it billed (RunPod REST billing), once known",
+    }),
     access: AccessSchema.nullable(),
     error: z.string().nullable(),
     stop_reason: StopReasonSchema.nullable(),

@@ -1,7 +1,8 @@
 import type { OfferQuery, ProviderName, ProviderOffer } from "../providers/types";
 
 /**
- * Per-isolate cache of provider listings, so a burst of /v1/offers (or a lease renting right
+ * Per-isolate copy of the shared offers cache (shared-cache.ts): a warm isolate answers without
+ * even asking the shared one. Per-isolate cache of provider listings, so a burst of /v1/offers (or a lease renting right
  * after a listing) does not trip provider rate limits (Vast: one search per ~second). Only
  * settled, plain data is kept: a pending promise shared across requests would tie one
  * request's I/O to another's lifetime, which Workers forbid.
@@ -25,10 +26,10 @@ export function listingKey(provider: ProviderName, query: OfferQuery): string {
   return `${provider}|${JSON.stringify(normalised)}`;
 }
 
-export function getListing(key: string, now: number): CachedListing | null {
+export function getListing(key: string, now: number, ttlMs = OFFER_CACHE_TTL_MS): CachedListing | null {
   const entry = listings.get(key);
   if (!entry) return null;
-  if (!isFresh(entry, now)) {
+  if (!isFresh(entry, now, ttlMs)) {
     listings.delete(key);
     return null;
   }
@@ -62,8 +63,8 @@ export function clearOfferCache(): void {
   listings.clear();
 }
 
-function isFresh(listing: CachedListing, now: number): boolean {
+function isFresh(listing: CachedListing, now: number, ttlMs = OFFER_CACHE_TTL_MS): boolean {
   // A clock that went backwards (tests, or a skewed isolate) must not keep an entry forever.
   const age = now - listing.fetchedAt;
-  return age >= 0 && age < OFFER_CACHE_TTL_MS;
+  return age >= 0 && age < ttlMs;
 }

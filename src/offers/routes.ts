@@ -13,7 +13,7 @@ const offersRoute = createRoute({
   summary: "Live offers from every configured provider, best value first",
   description:
     "A provider that fails, times out or is not configured is listed in `errors` and never fails the request. " +
-    "Listings are cached for about 30 s per query.",
+    "Listings come from one cache shared by every instance of the worker (OFFERS_CACHE_S, default 30 s).",
   security: bearerSecurity,
   middleware: [requireScope("read")] as const,
   request: { query: OffersQueryParamsSchema },

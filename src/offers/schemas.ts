@@ -139,9 +139,9 @@ export const OffersResponseSchema = z
     errors: z
       .array(ProviderFailureSchema)
       .openapi({ description: "providers that failed or are not configured; they never fail the request" }),
-    fetched_at: z
-      .string()
-      .openapi({ description: "when the oldest listing used was fetched (listings are cached ~30 s)" }),
+    fetched_at: z.string().openapi({
+      description: "when the oldest listing used was fetched (listings are shared and cached for OFFERS_CACHE_S)",
+    }),
   })
   .openapi("Offers");
 

@@ -16,6 +16,7 @@ import type { Services } from "../services";
 import { type CachedListing, findCachedOffer, getListing, listingKey, putListing } from "./cache";
 import { type RankedOffer, rankOffer, rankOffers, toOffer } from "./rank";
 import { DEFAULT_OFFER_LIMIT, type OffersQuery, type OfferType, type ProviderFailure } from "./schemas";
+import { sharedOffersCache } from "./shared-cache";
 
 export type { RankedOffer } from "./rank";
 export type { OffersQuery, ProviderFailure } from "./schemas";
@@ -161,6 +162,14 @@ const notConfiguredReason: Record<ProviderName, string> = {
   sim: "the simulated cloud is off (ENABLE_SIM)",
 };
 
+/** Vast.ai's offer search: 10 requests a minute (search_offers.yaml x-rate-limit), for the whole worker. */
+const SEARCH_BUDGETS: Partial<Record<ProviderName, { limit: number; windowMs: number }>> = {
+  vast: { limit: 10, windowMs: 60_000 },
+};
+/** How long a caller waits for another's refresh when there is nothing older to serve. */
+const BUSY_WAIT_MS = 250;
+const BUSY_WAITS = 40;
+
 async function fetchListing(
   services: Services,
   provider: Provider,
@@ -168,8 +177,55 @@ async function fetchListing(
   timeoutMs: number,
 ): Promise<CachedListing> {
   const key = listingKey(provider.name, query);
-  const cached = getListing(key, services.clock());
-  if (cached) return cached;
+  const ttlMs = services.config.offersCacheS * 1000;
+  const local = getListing(key, services.clock(), ttlMs);
+  if (local) return local;
+  const shared = ttlMs > 0 ? sharedOffersCache(services.env) : null;
+  if (!shared) return refreshListing(services, provider, query, timeoutMs, key);
+
+  for (let wait = 0; ; wait++) {
+    const read = await shared.read(key, services.clock(), ttlMs);
+    if (read.kind === "hit") {
+      putListing(key, read.listing);
+      return read.listing;
+    }
+    // Someone else refreshes: the previous listing is good enough meanwhile.
+    if (read.kind === "busy" && read.stale) return read.stale;
+    if (read.kind === "busy" && wait < BUSY_WAITS) {
+      await services.sleep(BUSY_WAIT_MS);
+      continue;
+    }
+    const budget = SEARCH_BUDGETS[provider.name];
+    if (
+      budget &&
+      !(await shared.takeCall(`search:${provider.name}`, services.clock(), budget.limit, budget.windowMs))
+    ) {
+      await shared.release(key);
+      if (read.stale) return read.stale;
+      throw new ProviderError(
+        provider.name,
+        "rate_limited",
+        `offer search held back: ${provider.name} allows ${budget.limit} searches a minute for the whole worker`,
+      );
+    }
+    try {
+      const listing = await refreshListing(services, provider, query, timeoutMs, key);
+      await shared.write(key, listing);
+      return listing;
+    } catch (error) {
+      await shared.release(key);
+      throw error;
+    }
+  }
+}
+
+async function refreshListing(
+  services: Services,
+  provider: Provider,
+  query: OfferQuery,
+  timeoutMs: number,
+  key: string,
+): Promise<CachedListing> {
   const fetchedAt = services.clock();
   const offers = await withTimeout(
     () => provider.listOffers(query),

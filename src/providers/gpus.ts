@@ -48,7 +48,7 @@ export const GPU_SPECS: readonly GpuSpec[] = [
   ),
   spec("rtx-pro-5000", "RTX PRO 5000", 48, 1344, ["NVIDIA RTX PRO 5000 Blackwell"], ["rtxpro5000"]),
   spec("rtx-6000-ada", "RTX 6000 Ada", 48, 960, ["NVIDIA RTX 6000 Ada Generation"], ["rtx6000ada"]),
-  // RunPod lists it as "RTX PRO 4500" in places; its gpuTypeId carries "Blackwell" (providers.md quirk 17).
+  // RunPod lists it as "RTX PRO 4500" in places; its gpuTypeId carries "Blackwell" (docs/providers.md#gpu-names).
   spec("rtx-pro-4500", "RTX PRO 4500", 32, 896, ["NVIDIA RTX PRO 4500 Blackwell"], ["rtxpro4500"]),
   spec("rtx-pro-4000", "RTX PRO 4000", 24, 672, [], ["rtxpro4000"]),
   spec("l40s", "L40S", 48, 864, ["NVIDIA L40S"], ["l40s"]),

@@ -1,6 +1,7 @@
 import type { Config } from "../config";
 import type { Clock, Sleep } from "../lib/time";
 import { createRunpodProvider } from "./runpod";
+import { createRunpodRestProvider } from "./runpod-rest";
 import { createSimProvider } from "./sim";
 import { type Provider, type ProviderName, providerNames } from "./types";
 import { createVastProvider } from "./vast";
@@ -20,17 +21,35 @@ export function createProviders(env: Env, config: Config, clock: Clock, sleep: S
   const build = (name: ProviderName): Provider | null => {
     const s = config.secrets;
     switch (name) {
-      case "runpod":
-        return s.runpodApiKey
-          ? createRunpodProvider({
+      case "runpod": {
+        if (!s.runpodApiKey) return null;
+        const graphql = createRunpodProvider({
+          sleep,
+          apiKey: s.runpodApiKey,
+          url: config.runpodGraphqlUrl,
+          proxyTemplate: config.runpodProxyTemplate,
+          minCudaVersion: config.minCudaVersion,
+        });
+        if (config.runpodTransport === "graphql") return graphql;
+        // REST v2 has no balance endpoint: GraphQL still reads it while it lives (docs/providers.md#runpod-rest-v2).
+        return createRunpodRestProvider({
+          sleep,
+          apiKey: s.runpodApiKey,
+          baseUrl: config.runpodApiUrl,
+          proxyTemplate: config.runpodProxyTemplate,
+          minCudaVersion: config.minCudaVersion,
+          balance: () => graphql.balance(),
+        });
+      }
+      case "vast":
+        return s.vastApiKey
+          ? createVastProvider({
               sleep,
-              apiKey: s.runpodApiKey,
-              url: config.runpodGraphqlUrl,
-              proxyTemplate: config.runpodProxyTemplate,
+              apiKey: s.vastApiKey,
+              baseUrl: config.vastApiUrl,
+              minCudaVersion: config.minCudaVersion,
             })
           : null;
-      case "vast":
-        return s.vastApiKey ? createVastProvider({ sleep, apiKey: s.vastApiKey, baseUrl: config.vastApiUrl }) : null;
       case "vramfarm":
         return s.vramfarmToken
           ? createVramfarmProvider({

@@ -6,9 +6,18 @@ import { z } from "zod";
  * break the document nor inject fields. The variable type names are RunPod's own input types.
  */
 
-export const OFFERS_QUERY = `query Offers {
-  gpuTypes { id displayName manufacturer memoryInGb secureCloud communityCloud securePrice communityPrice maxGpuCount }
-  dataCenters { id gpuAvailability { gpuTypeId available stockStatus } }
+/*
+ * Stock is per cloud and GPU count (gpuhunt, dstack): one lowestPrice per cloud, asked for the
+ * count and the CUDA floor, rather than one dataCenters map applied to both clouds and every count
+ * (docs/providers.md#runpod-graphql).
+ */
+export const OFFERS_QUERY = `query Offers($count: Int, $minCuda: String) {
+  gpuTypes {
+    id displayName manufacturer memoryInGb secureCloud communityCloud securePrice communityPrice
+    maxGpuCount maxGpuCountSecureCloud maxGpuCountCommunityCloud
+    secureStock: lowestPrice(input: {gpuCount: $count, secureCloud: true, minCudaVersion: $minCuda}) { stockStatus }
+    communityStock: lowestPrice(input: {gpuCount: $count, secureCloud: false, minCudaVersion: $minCuda}) { stockStatus }
+  }
 }`;
 
 export const DEPLOY_MUTATION = `mutation Deploy($input: PodFindAndDeployOnDemandInput!) {
@@ -60,24 +69,13 @@ export const GpuTypeSchema = z.object({
   securePrice: z.number().nullish(),
   communityPrice: z.number().nullish(),
   maxGpuCount: z.number().nullish(),
+  maxGpuCountSecureCloud: z.number().nullish(),
+  maxGpuCountCommunityCloud: z.number().nullish(),
+  secureStock: z.object({ stockStatus: z.string().nullish() }).nullish(),
+  communityStock: z.object({ stockStatus: z.string().nullish() }).nullish(),
 });
 
-export const GpuAvailabilitySchema = z.object({
-  gpuTypeId: z.string().nullish(),
-  available: z.boolean().nullish(),
-  stockStatus: z.string().nullish(),
-});
-
-export const OffersDataSchema = z.object({
-  gpuTypes: z.array(GpuTypeSchema),
-  dataCenters: z.array(
-    z.object({
-      id: z.string(),
-      // A DC without GPUs may omit the list or send null.
-      gpuAvailability: z.array(GpuAvailabilitySchema).nullish(),
-    }),
-  ),
-});
+export const OffersDataSchema = z.object({ gpuTypes: z.array(GpuTypeSchema) });
 
 export const DeployDataSchema = z.object({
   podFindAndDeployOnDemand: z
@@ -129,7 +127,7 @@ export const TerminateDataSchema = z.object({ podTerminate: z.unknown() }).nulli
  * No capacity, in every wording seen: "no longer any instances available with the requested /
  * request specifications", "... with enough disk space", "There are no instances available"
  * (spot), "not enough free GPUs on the host machine" (resume), "No compatible CUDA host is
- * currently available", or the SUPPLY_CONSTRAINT code the seed's authors saw.
+ * currently available", or the SUPPLY_CONSTRAINT code an earlier client's authors reported (docs/providers.md#runpod-no-capacity).
  */
 export function isNoCapacity(error: GraphqlError): boolean {
   const message = error.message.toLowerCase();
@@ -149,11 +147,6 @@ export function isPodNotFound(error: GraphqlError): boolean {
 /** A key without permission: HTTP 200 with "Unauthorized" (skypilot #8411). */
 export function isUnauthorized(error: GraphqlError): boolean {
   return /unauthori[sz]ed/i.test(error.message);
-}
-
-/** RunPod's generic "Something went wrong" is a 500 in GraphQL clothing: a pod may exist. */
-export function isInternalError(error: GraphqlError): boolean {
-  return error.extensions?.code === "INTERNAL_SERVER_ERROR";
 }
 
 export const errorText = (errors: readonly GraphqlError[]): string => errors.map((e) => e.message.trim()).join("; ");

@@ -10,7 +10,6 @@ import {
   errorText,
   GraphqlEnvelopeSchema,
   type GraphqlError,
-  isInternalError,
   isNoCapacity,
   isPodNotFound,
   isUnauthorized,
@@ -44,6 +43,8 @@ export interface RunpodOptions {
   url: string;
   /** how an HTTP port is reached, RUNPOD_PROXY_TEMPLATE, with `{id}` and `{port}` */
   proxyTemplate: string;
+  /** MIN_CUDA_VERSION: hosts with an older driver are not rented */
+  minCudaVersion?: string;
   fetch?: typeof fetch;
   sleep?: (ms: number) => Promise<void>;
   timeoutMs?: number;
@@ -51,9 +52,9 @@ export interface RunpodOptions {
   now?: () => number;
 }
 
-const SSH_PORT = 22;
-const clouds = ["SECURE", "COMMUNITY"] as const;
-type Cloud = (typeof clouds)[number];
+export const SSH_PORT = 22;
+export const clouds = ["SECURE", "COMMUNITY"] as const;
+export type Cloud = (typeof clouds)[number];
 
 // runpodctl's order (betterStock): High > Medium > Low. null or "None" means no stock at all.
 const STOCK_RANK: Record<string, number> = { high: 3, medium: 2, low: 1 };
@@ -63,7 +64,7 @@ interface GraphqlAnswer {
   errors: GraphqlError[];
 }
 
-interface ParsedOffer {
+export interface ParsedOffer {
   cloud: Cloud;
   gpuTypeId: string;
   gpuCount: number;
@@ -71,7 +72,7 @@ interface ParsedOffer {
 
 /**
  * The RunPod adapter: GraphQL over the shared HttpClient. RunPod retires GraphQL in early 2027
- * for REST v2 (providers.md 1.10); everything GraphQL-shaped stays in this file and
+ * for REST v2 (docs/providers.md#runpod-rest-v2); everything GraphQL-shaped stays in this file and
  * runpod-graphql.ts so the transport can be swapped behind the Provider interface.
  */
 export function createRunpodProvider(options: RunpodOptions): Provider {
@@ -132,27 +133,13 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
   }
 
   async function listOffers(query: OfferQuery): Promise<ProviderOffer[]> {
-    const data = dataOf(await graphql("gpu offers", OFFERS_QUERY), OffersDataSchema, "gpu offers");
-
-    // gpuTypes is the catalogue, not the stock: a type is offered only where some data centre
-    // reports it in stock, else every rent of it would end in "no longer any instances".
-    const bestStock = new Map<string, string>();
-    for (const dataCenter of data.dataCenters) {
-      for (const entry of dataCenter.gpuAvailability ?? []) {
-        const stock = entry.stockStatus?.toLowerCase();
-        if (!entry.gpuTypeId || entry.available === false || !stock || !(stock in STOCK_RANK)) continue;
-        const current = bestStock.get(entry.gpuTypeId);
-        if (!current || STOCK_RANK[stock]! > STOCK_RANK[current]!) bestStock.set(entry.gpuTypeId, stock);
-      }
-    }
-
     const count = query.gpu_count ?? 1;
+    const variables = { count, minCuda: options.minCudaVersion ?? null };
+    const data = dataOf(await graphql("gpu offers", OFFERS_QUERY, variables), OffersDataSchema, "gpu offers");
     const nameFilter = query.gpu?.toLowerCase();
     const offers: ProviderOffer[] = [];
     for (const type of data.gpuTypes) {
-      const availability = bestStock.get(type.id);
-      if (!availability) continue;
-      // AMD cards cannot run the CUDA images we start (the seed skipped MI300X for this).
+      // AMD cards cannot run the CUDA images we start.
       if (type.manufacturer?.toLowerCase() === "amd" || /^(amd\b|mi\d)/i.test(type.displayName)) continue;
       if (type.maxGpuCount != null && type.maxGpuCount < count) continue;
       const vram = (type.memoryInGb ?? 0) * count;
@@ -164,9 +151,16 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
       )
         continue;
       for (const cloud of clouds) {
-        const inCloud = cloud === "SECURE" ? type.secureCloud : type.communityCloud;
-        const pricePerGpu = cloud === "SECURE" ? type.securePrice : type.communityPrice;
+        const secure = cloud === "SECURE";
+        const inCloud = secure ? type.secureCloud : type.communityCloud;
+        const pricePerGpu = secure ? type.securePrice : type.communityPrice;
+        const maxInCloud = secure ? type.maxGpuCountSecureCloud : type.maxGpuCountCommunityCloud;
+        // gpuTypes is the catalogue, not the stock: only this cloud's stock for this count counts.
+        // null or "None" means no stock at all (gpuhunt drops those).
+        const availability = (secure ? type.secureStock : type.communityStock)?.stockStatus?.toLowerCase();
+        if (!availability || !(availability in STOCK_RANK)) continue;
         if (!inCloud || !pricePerGpu || pricePerGpu <= 0) continue;
+        if (maxInCloud != null && maxInCloud < count) continue;
         const price = round4(pricePerGpu * count);
         if (query.max_price_usd !== undefined && price > query.max_price_usd) continue;
         offers.push({
@@ -194,20 +188,8 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
   }
 
   function deployInput(offer: ParsedOffer, spec: MachineSpec, sizing: HostSizing): Record<string, unknown> {
-    const env: Record<string, string> =
-      spec.template === "ollama"
-        ? {
-            OLLAMA_KEEP_ALIVE: "-1",
-            ...spec.env,
-            // Without it Ollama listens on 127.0.0.1 and the proxy never reaches it.
-            OLLAMA_HOST: "0.0.0.0",
-            ...(spec.context_length ? { OLLAMA_CONTEXT_LENGTH: String(spec.context_length) } : {}),
-          }
-        : { ...spec.env };
-    const ports =
-      spec.template === "ollama"
-        ? [`${OLLAMA_PORT}/http`]
-        : [...new Set(spec.ports.filter((p) => p !== SSH_PORT))].map((p) => `${p}/http`).concat(`${SSH_PORT}/tcp`);
+    const env = podEnv(spec);
+    const ports = podPorts(spec);
     return {
       name: spec.label,
       cloudType: offer.cloud,
@@ -220,6 +202,10 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
       // dockerArgs replaces the image CMD; "" keeps the image default (Ollama's `serve`).
       dockerArgs: spec.template === "custom" && spec.cmd ? `bash -c ${shellQuote(spec.cmd)}` : "",
       containerDiskInGb: Math.max(sizing.diskGb, spec.disk_gb),
+      // dstack always sends it: a host with an old driver bills while the image never starts.
+      ...(options.minCudaVersion ? { minCudaVersion: options.minCudaVersion } : {}),
+      // A community pod's TCP ports (ssh) need a public IP; secure pods always have one (runpodctl).
+      ...(offer.cloud === "COMMUNITY" && ports.some((p) => p.endsWith("/tcp")) ? { supportPublicIp: true } : {}),
       minVcpuCount: sizing.vcpus,
       minMemoryInGb: sizing.ramGb,
       volumeInGb: 0,
@@ -245,10 +231,11 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
     if (answer.errors.length > 0) {
       const error = http.scrub(errorText(answer.errors));
       if (answer.errors.some(isNoCapacity)) return { ok: false, kind: "no_capacity", error };
-      // "Something went wrong" is RunPod's 500 inside a 200; creates have failed that way with
-      // the pod billing behind them (quirk 15), so the caller must look it up by label.
-      if (answer.errors.some(isInternalError)) return { ok: false, kind: "ambiguous", error };
-      return { ok: false, kind: "rejected", error };
+      // A key without permission is refused at the door.
+      if (answer.errors.some(isUnauthorized)) return { ok: false, kind: "rejected", error };
+      // Anything else may sit on a pod: "Something went wrong" has come with the pod starting
+      // (runpodctl #45), with or without extensions.code, so the caller looks it up by label.
+      return { ok: false, kind: "ambiguous", error };
     }
     return { ok: false, kind: "ambiguous", error: "create pod: RunPod answered without a pod id" };
   }
@@ -311,7 +298,7 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
 
   /**
    * The account's pods. `myself: null` means no (valid) key, never "no pods". A pod created a
-   * few seconds ago may be missing here (listing lag, quirk 15): callers reconciling after an
+   * few seconds ago may be missing here (listing lag, docs/providers.md#runpod-ambiguous-create): callers reconciling after an
    * ambiguous create must look again before concluding nothing was made.
    */
   async function myPods(): Promise<Pod[]> {
@@ -371,7 +358,7 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
 }
 
 /**
- * A pod's state by providers.md's rules. `desiredStatus` is what RunPod wants, not what is:
+ * A pod's state by the rules in docs/providers.md#runpod-readiness. `desiredStatus` is what RunPod wants, not what is:
  * RUNNING with `runtime: null` is billed but not started (image pull, or never: stuck booting).
  */
 export function stateOf(pod: Pod | null): MachineState {
@@ -381,6 +368,26 @@ export function stateOf(pod: Pod | null): MachineState {
   // runtime appears with uptime 0 and ports null while the image is still being pulled.
   const hasPorts = (pod.runtime.ports?.length ?? 0) > 0;
   return hasPorts || (pod.runtime.uptimeInSeconds ?? 0) > 0 ? "running" : "booting";
+}
+
+/** The pod's environment, for both transports (as an object; GraphQL turns it into {key, value}). */
+export function podEnv(spec: MachineSpec): Record<string, string> {
+  return spec.template === "ollama"
+    ? {
+        OLLAMA_KEEP_ALIVE: "-1",
+        ...spec.env,
+        // Without it Ollama listens on 127.0.0.1 and the proxy never reaches it.
+        OLLAMA_HOST: "0.0.0.0",
+        ...(spec.context_length ? { OLLAMA_CONTEXT_LENGTH: String(spec.context_length) } : {}),
+      }
+    : { ...spec.env };
+}
+
+/** `["11434/http"]` for Ollama; a custom lease's ports as http plus ssh as `22/tcp`. */
+export function podPorts(spec: MachineSpec): string[] {
+  return spec.template === "ollama"
+    ? [`${OLLAMA_PORT}/http`]
+    : [...new Set(spec.ports.filter((p) => p !== SSH_PORT))].map((p) => `${p}/http`).concat(`${SSH_PORT}/tcp`);
 }
 
 /** `runpod:<CLOUD>:<gpuTypeId>` for one GPU, `runpod:<CLOUD>:<gpuTypeId>:<count>` for more. */
@@ -401,10 +408,10 @@ function createFailureKind(error: ProviderError): "rejected" | "ambiguous" {
   return "ambiguous";
 }
 
-function shellQuote(value: string): string {
+export function shellQuote(value: string): string {
   return `'${value.replaceAll("'", `'\\''`)}'`;
 }
 
-function round4(value: number): number {
+export function round4(value: number): number {
   return Math.round(value * 10_000) / 10_000;
 }

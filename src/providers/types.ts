@@ -113,6 +113,13 @@ export interface LookupHint {
   knownRefs: string[];
 }
 
+/** What a provider says it billed for one machine over one UTC day, in its currency. */
+export interface BilledDay {
+  /** YYYY-MM-DD, UTC */
+  day: string;
+  amount: number;
+}
+
 export interface Balance {
   amount: number;
   currency: Currency;
@@ -150,6 +157,16 @@ export interface Provider {
    */
   listOwn(prefix: string, knownRefs: string[]): Promise<OwnMachine[]>;
   balance(): Promise<Balance>;
+  /**
+   * Provider-specific limits on what a machine may be given (env value or args length, ...):
+   * the problems in plain words, empty when the spec is fine. Checked before anything is rented.
+   */
+  validateSpec?(spec: Pick<MachineSpec, "env" | "cmd" | "template">): string[];
+  /**
+   * What the provider itself billed for this machine per UTC day between `from` and `to` (ISO),
+   * where it reports it per machine (RunPod REST `/v2/billing/pods`); absent elsewhere.
+   */
+  billedDays?(ref: string, from: string, to: string): Promise<BilledDay[]>;
   /**
    * For the Ollama template: does the server on the machine answer (GET {url}/api/version,
    * see ollama.ts)? Called only once status() says running. False on any failure.

@@ -4,19 +4,19 @@ import { OLLAMA_PORT } from "./ollama";
 import type { Access, MachineSpec, MachineState, OfferQuery, ProviderOffer } from "./types";
 
 /**
- * Vast.ai's wire shapes (providers.md §2) and the pure mapping between them and gpulease's
+ * Vast.ai's wire shapes (docs/providers.md#vastai) and the pure mapping between them and gpulease's
  * types. Only the fields gpulease reads are declared; zod drops the rest (among them the
  * `api_key` that `/users/current/` echoes).
  */
 
 const clamp = (value: number, min: number, max: number) => Math.min(max, Math.max(min, value));
 
-/** Container disk for the weights, after the seed: clamp(1.35 × weights + 30, 25, 900) GB. */
+/** Container disk for the weights (docs/providers.md#sizing): clamp(1.35 × weights + 30, 25, 900) GB. */
 export function vastDiskGb(weightsGb: number): number {
   return clamp(Math.floor(Math.max(0, weightsGb) * 1.35) + 30, 25, 900);
 }
 
-/** Mining cards (CMP) and old cards the seed's authors paid to learn to avoid. */
+/** Mining cards (CMP) and old cards, avoided (docs/providers.md#vast-offers). */
 const UNWANTED_GPU = ["cmp", "p100", "titan", "gtx 10", "gtx 9"];
 
 export function isUnwantedGpu(gpuName: string): boolean {
@@ -24,19 +24,23 @@ export function isUnwantedGpu(gpuName: string): boolean {
   return UNWANTED_GPU.some((part) => name.includes(part));
 }
 
-/** The cheapest offers first; the client-side gpu filter needs more than the seed's 12. */
+/** The cheapest offers first; the client-side gpu filter needs more than the earlier module's 12 (docs/providers.md#vast-offers). */
 const OFFER_LIMIT = 64;
 
 /** The `POST /api/v0/bundles/` body for a query. */
-export function bundlesQuery(query: OfferQuery): Record<string, unknown> {
+export function bundlesQuery(query: OfferQuery, minCudaVersion = 12.4): Record<string, unknown> {
+  const disk = vastDiskGb(query.weights_gb ?? query.vram_gb ?? 0);
   const body: Record<string, unknown> = {
     verified: { eq: true },
     rentable: { eq: true },
     rented: { eq: false },
     external: { eq: false },
     direct_port_count: { gte: 1 },
-    cuda_max_good: { gte: 12.4 },
+    cuda_max_good: { gte: minCudaVersion },
     compute_cap: { gte: 750 },
+    // Only hosts with the disk the create will ask (gpuhunt, SkyPilot): otherwise the create
+    // asks more than the host has and fails (docs/providers.md#vast-offers).
+    disk_space: { gte: disk },
   };
   // Vast's RAM fields are MB (the CLI multiplies user input by 1000): 24 here would match every card.
   if (query.vram_gb !== undefined) body.gpu_total_ram = { gte: Math.round(query.vram_gb * 1000) };
@@ -47,7 +51,7 @@ export function bundlesQuery(query: OfferQuery): Record<string, unknown> {
   body.order = [["dph_total", "asc"]];
   body.limit = OFFER_LIMIT;
   // dph_total includes storage for allocated_storage: price the disk the lease will really get.
-  body.allocated_storage = vastDiskGb(query.weights_gb ?? query.vram_gb ?? 0);
+  body.allocated_storage = disk;
   return body;
 }
 
@@ -96,7 +100,7 @@ export function toOffer(offer: VastOffer, query: OfferQuery): ProviderOffer | nu
     availability: "available",
     location: offer.geolocation ?? null,
     bandwidth_gbs: offer.gpu_mem_bw && offer.gpu_mem_bw > 0 ? offer.gpu_mem_bw : null,
-    // The advertised line speed is unreliable (seed): count on half of it, capped at 2.5 Gbit/s.
+    // The advertised line speed is unreliable (docs/providers.md#vast-offers): count on half of it, capped at 2.5 Gbit/s.
     download_mbs: inetDown > 0 ? (Math.min(inetDown, 2500) / 8) * 0.5 : null,
     download_cost_per_gb: offer.inet_down_cost ?? 0,
     min_billed_minutes: 0,
@@ -135,7 +139,7 @@ export function createBody(spec: MachineSpec): Record<string, unknown> {
     args,
     // null = on-demand; any price makes it an interruptible bid that can be outbid.
     price: null,
-    // Without it a taken offer may yield a *stopped* instance instead of an error (quirk 23).
+    // Without it a taken offer may yield a *stopped* instance instead of an error (docs/providers.md#vast-create).
     cancel_unavail: true,
   };
 }
@@ -166,16 +170,17 @@ export const VastInstanceSchema = z.object({
   status_msg: z.string().nullable().optional(),
   label: z.string().nullable().optional(),
   public_ipaddr: z.string().nullable().optional(),
-  // Docker's format; null, {} or absent until running (quirk 21).
+  // Docker's format; null, {} or absent until running (docs/providers.md#vast-instances).
   ports: z.record(z.string(), z.array(PortBindingSchema).nullable()).nullable().optional(),
   ssh_host: z.string().nullable().optional(),
   ssh_port: z.number().int().nullable().optional(),
+  image_runtype: z.string().nullable().optional(),
   dph_total: z.number().nullable().optional(),
   start_date: z.number().nullable().optional(),
 });
 export type VastInstance = z.infer<typeof VastInstanceSchema>;
 
-/** `GET /api/v0/instances/{id}/`: one object under the plural key; null once deleted (quirks 18, 19). */
+/** `GET /api/v0/instances/{id}/`: one object under the plural key; null once deleted (docs/providers.md#vast-instances). */
 export const ShowInstanceResponseSchema = z.object({ instances: VastInstanceSchema.nullable() });
 
 /** `GET /api/v1/instances/`: an array, or null for an empty page (vast-cli test). */
@@ -184,7 +189,39 @@ export const ListInstancesResponseSchema = z.object({
   next_token: z.string().nullable().optional(),
 });
 
-export const UserResponseSchema = z.object({ credit: z.number() });
+/** vast-cli lists `credit` and the docs `balance`: read credit, fall back to balance. */
+export const UserResponseSchema = z
+  .object({ credit: z.number().nullish(), balance: z.number().nullish() })
+  .refine((u) => u.credit != null || u.balance != null, "neither credit nor balance");
+
+/** Vast's create limits (vast-ai/docs create_instance.yaml): checked before anything is rented. */
+export const ENV_VALUE_MAX = 256;
+export const ARGS_TOTAL_MAX = 4096;
+
+/** The spec's problems against Vast's create limits, in plain words. */
+export function vastSpecProblems(spec: Pick<MachineSpec, "env" | "cmd" | "template">): string[] {
+  const problems: string[] = [];
+  for (const [key, value] of Object.entries(spec.env))
+    if (value.length > ENV_VALUE_MAX)
+      problems.push(`env ${key}: Vast.ai takes at most ${ENV_VALUE_MAX} characters per value (${value.length} given)`);
+  const body = createBody({
+    label: "x",
+    template: spec.template,
+    image: "x",
+    cmd: spec.cmd,
+    env: {},
+    ports: [],
+    disk_gb: 1,
+    weights_gb: 0,
+    context_length: null,
+    max_minutes: 1,
+  });
+  const argsLength =
+    ((body.args as string[] | null) ?? []).join(" ").length + ((body.onstart as string | null) ?? "").length;
+  if (argsLength > ARGS_TOTAL_MAX)
+    problems.push(`cmd: Vast.ai takes at most ${ARGS_TOTAL_MAX} characters of args and onstart (${argsLength} given)`);
+  return problems;
+}
 
 export const DestroyResponseSchema = z.object({
   success: z.boolean().optional(),
@@ -200,16 +237,16 @@ export interface VastState {
   error: string | null;
 }
 
-/** Vast's instance states in gpulease's terms (providers.md §2.4). */
+/** Vast's instance states in gpulease's terms (docs/providers.md#vast-instances). */
 export function instanceState(instance: VastInstance): VastState {
   const actual = instance.actual_status ?? null;
   const intended = instance.intended_status ?? null;
   const message = instance.status_msg?.trim() || null;
-  // UNCONFIRMED: right after DELETE a read may show "destroyed". Only `{"instances": null}` or a
-  // 404 proves absence, so until then it still exists (a wrong "gone" would stop the teardown check).
-  if (actual === "destroyed" || intended === "destroyed") {
-    return { state: "exited", error: "destroyed; waiting for Vast to drop the instance" };
-  }
+  // `destroyed`/`terminated` in actual_status or cur_state is gone (vast-cli instance_exist).
+  // vast-cli also counts `offline` as gone, but an offline host can come back and bill: not here.
+  const contract = instance.cur_state ?? null;
+  if (GONE_STATES.has(actual ?? "") || GONE_STATES.has(contract ?? "")) return { state: "gone", error: null };
+  if (intended === "destroyed") return { state: "exited", error: "destroyed; waiting for Vast to drop the instance" };
   if (actual === "running") {
     // Ready means both agree (vast-cli wait_for_instance); running while intended elsewhere is on its way down.
     if (intended === null || intended === "running") return { state: "running", error: null };
@@ -231,6 +268,8 @@ export function instanceState(instance: VastInstance): VastState {
   return { state: "booting", error: null };
 }
 
+const GONE_STATES = new Set(["destroyed", "terminated"]);
+
 /** Access once running: `http://{public_ipaddr}:{HostPort}` per published port, Ollama's first. */
 export function instanceAccess(instance: VastInstance): Access {
   const ip = instance.public_ipaddr?.trim() || null;
@@ -248,10 +287,15 @@ export function instanceAccess(instance: VastInstance): Access {
           p.tcp && Number.isInteger(p.port) && p.port !== 22 && p.hostPort !== undefined && String(p.hostPort) !== "",
       )
       .sort((a, b) => (a.port === OLLAMA_PORT ? -1 : b.port === OLLAMA_PORT ? 1 : a.port - b.port));
-    // HostPort is a string and random (41207), never the container's 11434 (quirk 21).
+    // HostPort is a string and random (41207), never the container's 11434 (docs/providers.md#vast-instances).
     for (const p of published) urls.push(`http://${ip}:${String(p.hostPort).trim()}`);
   }
-  const sshHost = instance.ssh_host?.trim() || null;
+  // runtype "args" "runs the image as-is": no sshd, whatever ssh_host/ssh_port say.
+  const runsAsIs = (instance.image_runtype ?? "args")
+    .trim()
+    .split(/\s+/)
+    .every((t) => t === "args");
+  const sshHost = runsAsIs ? null : instance.ssh_host?.trim() || null;
   const ssh = sshHost && instance.ssh_port ? { host: sshHost, port: instance.ssh_port } : null;
   return { urls, ssh };
 }

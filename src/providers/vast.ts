@@ -26,6 +26,7 @@ import {
   UserResponseSchema,
   type VastInstance,
   VastOfferSchema,
+  vastSpecProblems,
 } from "./vast-wire";
 
 /** Create errors Vast documents as refusals before anything is made (create_instance.yaml). */
@@ -48,16 +49,18 @@ export interface VastOptions {
   timeoutMs?: number;
   /** create calls wait longer: Vast places the container before it answers */
   createTimeoutMs?: number;
+  /** MIN_CUDA_VERSION, "major.minor" */
+  minCudaVersion?: string;
 }
 
-/** v1 listing page size; Vast allows at most 25 (quirk 30). */
+/** v1 listing page size; Vast allows at most 25 (docs/providers.md#vast-listing). */
 const PAGE_LIMIT = 25;
 /** A listing longer than this is a paging loop, not an account. */
 const MAX_PAGES = 200;
-/** Vast's create endpoint wants 4.5 s between calls and sends no Retry-After (quirk 25). */
+/** Vast's create endpoint wants 4.5 s between calls and sends no Retry-After (docs/providers.md#vast-rate-limits). */
 const CREATE_RATE_WAIT_MS = 5_000;
 
-/** Vast.ai over REST (providers.md §2). */
+/** Vast.ai over REST (docs/providers.md#vastai). */
 export function createVastProvider(options: VastOptions): Provider {
   const baseUrl = options.baseUrl.replace(/\/+$/, "");
   const sleep = options.sleep ?? systemSleep;
@@ -67,7 +70,7 @@ export function createVastProvider(options: VastOptions): Provider {
     fetch: options.fetch,
     sleep,
     timeoutMs: options.timeoutMs,
-    // Vast's 429s are per-endpoint minimum intervals of 1-4.5 s without Retry-After (quirk 25):
+    // Vast's 429s are per-endpoint minimum intervals of 1-4.5 s without Retry-After (docs/providers.md#vast-rate-limits):
     // 0.5 + 1 + 2 s of backoff outlasts the 3 s destroy interval; the default 0.75 s did not.
     retries: 3,
     maxRetryWaitMs: 5_000,
@@ -93,8 +96,9 @@ export function createVastProvider(options: VastOptions): Provider {
 
   const destroy = async (ref: string): Promise<void> => {
     const response = await http.send({ method: "DELETE", url: url(`/api/v0/instances/${instanceId(ref)}/`), body: {} });
-    // Already gone: 404, or error no_such_instance (dstack) / not_found (docs), in 200 or 404 (quirk 26).
-    if (response.status === 404) return;
+    // Already gone: error no_such_instance (dstack) / not_found (docs), in 200 or 404; a 404
+    // without Vast's own error body (an HTML page, a wrong base URL) proves nothing.
+    if (response.status === 404 && isGoneEvidence(response)) return;
     if (response.status !== 200) throw http.unexpected(response, "destroy instance");
     const body = http.parse(response, DestroyResponseSchema, "destroy instance");
     if (body.success === false && body.error !== "no_such_instance" && body.error !== "not_found") {
@@ -141,7 +145,9 @@ export function createVastProvider(options: VastOptions): Provider {
       url: url(`/api/v0/asks/${askId}/`),
       body,
       retry: false,
-      timeoutMs: options.createTimeoutMs ?? 60_000,
+      // vast-cli's default 120 s is "conservative enough for slow operations like instance creation";
+      // a create that times out is ambiguous (the caller looks the instance up by label).
+      timeoutMs: options.createTimeoutMs ?? 120_000,
     };
     try {
       return await http.send(request);
@@ -157,7 +163,7 @@ export function createVastProvider(options: VastOptions): Provider {
     const text = reason(response);
     const code = body?.error ?? "";
     // The offer race: someone rented it between search and create (404 no_such_ask "not available",
-    // or 410 with cancel_unavail) (quirk 23).
+    // or 410 with cancel_unavail) (docs/providers.md#vast-create).
     if (
       response.status === 410 ||
       response.status === 404 ||
@@ -186,8 +192,14 @@ export function createVastProvider(options: VastOptions): Provider {
     billingStartsAt: "accepted",
     minimumBilledMinutes: 0,
 
+    validateSpec: vastSpecProblems,
+
     async listOffers(query: OfferQuery): Promise<ProviderOffer[]> {
-      const response = await http.send({ method: "POST", url: url("/api/v0/bundles/"), body: bundlesQuery(query) });
+      const response = await http.send({
+        method: "POST",
+        url: url("/api/v0/bundles/"),
+        body: bundlesQuery(query, Number(options.minCudaVersion ?? "12.4")),
+      });
       if (response.status !== 200) throw http.unexpected(response, "search offers");
       const body = http.parse(response, BundlesResponseSchema, "search offers");
       const offers: ProviderOffer[] = [];
@@ -218,7 +230,7 @@ export function createVastProvider(options: VastOptions): Provider {
       const body = parsed.success ? parsed.data : null;
       const contract = body?.new_contract ?? null;
       if (response.status === 200 && body?.success === true && contract !== null) {
-        // new_contract is the instance id, not the offer id (quirk 22).
+        // new_contract is the instance id, not the offer id (docs/providers.md#vast-create).
         return { ok: true, ref: String(contract), price_per_hour: offer.price_per_hour };
       }
       // A 200 that does not parse, or success without an instance id, may hide a made instance.
@@ -231,7 +243,7 @@ export function createVastProvider(options: VastOptions): Provider {
       }
       const failure = createFailure(response, body);
       if (contract !== null) {
-        // Spot quirk 24: an error can still carry a (stopped, billed-for-disk) instance. Destroy it;
+        // Spot docs/providers.md#vast-create: an error can still carry a (stopped, billed-for-disk) instance. Destroy it;
         // if that fails the instance may live on, so the caller must reconcile by label.
         try {
           await destroy(String(contract));
@@ -249,15 +261,12 @@ export function createVastProvider(options: VastOptions): Provider {
 
     async status(ref: string): Promise<MachineStatus> {
       const response = await http.send({ method: "GET", url: url(`/api/v0/instances/${instanceId(ref)}/`) });
-      // A 404 is gone only with Vast's own error body (quirk 18); a proxy page proves nothing.
-      if (
-        response.status === 404 &&
-        /^(no_such_instance|not_found)$/.test(String((response.json as { error?: unknown } | null)?.error))
-      )
-        return goneStatus();
+      // vast-cli treats a 404 as gone (machines.py instance_exist); here only with Vast's own error
+      // body (docs/providers.md#teardown-evidence): a proxy's or wrong base URL's 404 is a failed read.
+      if (response.status === 404 && isGoneEvidence(response)) return goneStatus();
       if (response.status !== 200) throw http.unexpected(response, "show instance");
       const body = http.parse(response, ShowInstanceResponseSchema, "show instance");
-      // Deleted instances read as 200 `{"instances": null}`, not 404 (quirk 18).
+      // Deleted instances read as 200 `{"instances": null}`, not 404 (docs/providers.md#vast-instances).
       if (body.instances === null) return goneStatus();
       const instance = body.instances;
       if (String(instance.id) !== ref) throw http.error("parse", `show instance: asked for ${ref}, got ${instance.id}`);
@@ -289,11 +298,11 @@ export function createVastProvider(options: VastOptions): Provider {
 
     async balance(): Promise<Balance> {
       const response = await http.send({ method: "GET", url: url("/api/v0/users/current/") });
-      // This body echoes the account's api_key (quirk 27): only `credit` is ever read, and error
+      // This body echoes the account's api_key (docs/providers.md#vast-account): only `credit` is ever read, and error
       // text goes through scrub() which redacts key-shaped fields.
       if (response.status !== 200) throw http.unexpected(response, "read account");
       const body = http.parse(response, UserResponseSchema, "read account");
-      return { amount: body.credit, currency: "USD" };
+      return { amount: body.credit ?? body.balance ?? 0, currency: "USD" };
     },
 
     async ollamaReady(_ref: string, status: MachineStatus): Promise<boolean> {
@@ -301,6 +310,12 @@ export function createVastProvider(options: VastOptions): Provider {
       return ollama ? ollamaAnswers(ollama, fetchImpl) : false;
     },
   };
+}
+
+/** Vast's own word that an instance does not exist: `no_such_instance` (dstack) or `not_found` (docs). */
+function isGoneEvidence(response: HttpResponse): boolean {
+  const body = DestroyResponseSchema.safeParse(response.json);
+  return body.success && (body.data.error === "no_such_instance" || body.data.error === "not_found");
 }
 
 function goneStatus(): MachineStatus {

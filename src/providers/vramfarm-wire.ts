@@ -3,7 +3,7 @@ import { gpuSpecFor } from "./gpus";
 import type { MachineSpec, MachineState, OfferQuery, ProviderOffer } from "./types";
 
 /**
- * VRAMfarm's wire shapes as providers.md §3 ("Wire shapes gpulease assumes") fixes them, and the
+ * VRAMfarm's wire shapes as docs/providers.md#vramfarm fixes them, and the
  * pure mapping to gpulease's types. Extra fields are ignored.
  */
 
@@ -115,7 +115,7 @@ export const CreatedSchema = z.object({
 export const ErrorBodySchema = z.object({ error: z.string().optional(), code: z.string().optional() });
 
 export const InstanceSchema = z.object({
-  id: z.union([z.number().int(), z.string()]),
+  id: z.union([z.number().int(), z.string()]).nullish(),
   status: z.string(),
   gpu: z.string().nullable().optional(),
   count: z.number().int().nullable().optional(),
@@ -133,7 +133,9 @@ export const InstanceSchema = z.object({
 });
 export type VramfarmInstance = z.infer<typeof InstanceSchema>;
 
-export const InstancesResponseSchema = z.object({ instances: z.array(InstanceSchema).nullable() });
+/** Listed servers must carry their id: that is all a listing is good for. */
+export const ListedInstanceSchema = InstanceSchema.extend({ id: z.union([z.number().int(), z.string()]) });
+export const InstancesResponseSchema = z.object({ instances: z.array(ListedInstanceSchema).nullable() });
 
 export const StopResponseSchema = z.object({ ok: z.boolean(), already: z.boolean().optional() });
 

@@ -49,7 +49,7 @@ const LIVE_STATUSES = ["running", "provisioning"] as const;
 /** How far back a machine counts as made by an ambiguous create (the provider's clock may differ). */
 const CREATE_CLOCK_SKEW_MS = 120_000;
 
-/** VRAMfarm over REST (providers.md §3). No labels: its own machines are the ids gpulease recorded. */
+/** VRAMfarm over REST (docs/providers.md#vramfarm). No labels: its own machines are the ids gpulease recorded. */
 export function createVramfarmProvider(options: VramfarmOptions): Provider {
   const baseUrl = options.baseUrl.replace(/\/+$/, "");
   const eurUsd = options.eurUsd ?? 1.08;
@@ -128,7 +128,7 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
   return {
     name: "vramfarm",
     currency: "EUR",
-    // No labels (providers.md §3): findByLabel needs a LookupHint.
+    // No labels (docs/providers.md#vramfarm): findByLabel needs a LookupHint.
     labelled: false,
     billingStartsAt: "running",
     minimumBilledMinutes: MIN_BILLED_MINUTES,
@@ -214,9 +214,10 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
           `create answered ${response.status} without a server id: ${http.scrub(response.text || "(empty body)")}`,
         );
       }
-      const { code, text } = reason(response);
-      // 409 no_capacity: no machine of that card is free; 409 server_limit is the account's cap.
-      if (response.status === 409 && code === "no_capacity") return { ok: false, kind: "no_capacity", error: text };
+      const { text } = reason(response);
+      // The article: 409 = "no machine of that type free", whatever its code says (no_capacity,
+      // server_limit, or one not seen yet): move on to the next offer.
+      if (response.status === 409) return { ok: false, kind: "no_capacity", error: text };
       if (response.status >= 500) return ambiguous(`HTTP ${response.status}: ${text}`);
       // 400 invalid_request, 401, 402 insufficient_balance, 409 server_limit, ...
       return { ok: false, kind: "rejected", error: text };
@@ -224,13 +225,16 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
 
     async status(ref: string): Promise<MachineStatus> {
       const response = await http.send({ method: "GET", url: url(`/instances/${serverId(ref)}`) });
-      // Gone only on VRAMfarm's own 404 body: a proxy page or a wrong base URL proves nothing.
+      // Gone only with VRAMfarm's own `{"code": "not_found"}`: an HTML or proxy 404 proves nothing
+      // (docs/providers.md#teardown-evidence).
       if (response.status === 404 && reason(response).code === "not_found") {
         return { state: "gone", access: null, cost: null, traffic_cost: null, price_per_hour: null, error: null };
       }
       if (response.status !== 200) throw http.unexpected(response, "read server");
       const instance = http.parse(response, InstanceSchema, "read server");
-      if (String(instance.id) !== ref) throw http.error("parse", `read server: asked for ${ref}, got ${instance.id}`);
+      // The article lists status, access, cost_eur, traffic_eur and error only: `id` may be absent.
+      if (instance.id != null && String(instance.id) !== ref)
+        throw http.error("parse", `read server: asked for ${ref}, got ${instance.id}`);
       const { state, error } = instanceState(instance);
       const ssh = instance.access?.ssh ?? null;
       return {
@@ -246,8 +250,8 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
 
     async terminate(ref: string): Promise<void> {
       const response = await http.send({ method: "POST", url: url("/instances/stop"), body: { id: serverId(ref) } });
-      // Unknown id: nothing there to stop.
-      if (response.status === 404) return;
+      // Unknown id: nothing there to stop, on VRAMfarm's own not_found only.
+      if (response.status === 404 && reason(response).code === "not_found") return;
       if (response.status !== 200) throw http.unexpected(response, "stop server");
       // {"ok": true, "already": true} on a second stop: stopping twice is harmless.
       const body = http.parse(response, StopResponseSchema, "stop server");

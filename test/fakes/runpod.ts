@@ -2,20 +2,21 @@ import { CloudModel, type ModelMachine } from "../../src/sim/model";
 import type { FakeService } from "./install";
 import { ollamaResponse } from "./ollama";
 import { json, text } from "./respond";
+import { handleRest } from "./runpod-rest";
 
 /*
  * A fake of RunPod's GraphQL API (POST /graphql) and its HTTP proxy
- * (`{podId}-{port}.proxy.runpod.fake`), speaking the wire shapes of providers.md "Recorded
+ * (`{podId}-{port}.proxy.runpod.fake`), speaking the wire shapes docs/providers.md#runpod-graphql records (its "Recorded
  * responses". It parses the GraphQL document it is sent (operation, variables, selection sets)
  * and answers only the selected fields, so an adapter that asks for a field RunPod lacks, or
- * puts a selection on a scalar, gets the 400 RunPod would send. Every quirk of providers.md's
+ * puts a selection on a scalar, gets the 400 RunPod would send. Every quirk in docs/providers.md's
  * list that applies to GraphQL has a switch in `quirks`; `faults` injects transport failures.
  */
 
 export const RUNPOD_FAKE_URL = "http://runpod.fake/graphql";
 export const RUNPOD_FAKE_KEY = "rpa_TESTKEY_runpod_0123456789";
 
-/** The no-capacity wordings RunPod has used (quirk 5). */
+/** The no-capacity wordings RunPod has used (docs/providers.md#runpod-no-capacity). */
 export const NO_CAPACITY_MESSAGES = {
   requested:
     "There are no longer any instances available with the requested specifications. Please refresh and try again.",
@@ -28,7 +29,13 @@ export const NO_CAPACITY_MESSAGES = {
 } as const;
 export type NoCapacityVariant = keyof typeof NO_CAPACITY_MESSAGES;
 
-export type RunpodOperation = "gpuTypes" | "dataCenters" | "deploy" | "pod" | "terminate" | "myself";
+/**
+ * What a request asks for, on either transport: REST v2 `GET /v2/catalog/gpus` is "gpuTypes",
+ * `POST /v2/pods` "deploy", `GET /v2/pods/{id}` "pod", `DELETE /v2/pods/{id}` "terminate",
+ * `GET /v2/pods` "myself" (the listing) and `GET /v2/billing/pods` "billing". So faults and
+ * call counts work the same on both.
+ */
+export type RunpodOperation = "gpuTypes" | "dataCenters" | "deploy" | "pod" | "terminate" | "myself" | "billing";
 
 export type RunpodFault =
   | { kind: "status"; status: number; body?: string; headers?: Record<string, string> }
@@ -77,6 +84,10 @@ export interface RunpodQuirks {
   errorButCreated: "graphql_error" | "http_500" | "hang" | null;
   /** 15: a new pod shows up in `myself.pods` only this long after create */
   listingLagMs: number;
+  /** REST v2: `runtime: {}` instead of null while the container is not up (RunPod's own create example) */
+  restEmptyRuntime: boolean;
+  /** REST v2: what `/v2/billing/pods` bills, as a multiple of price x hours (1 = the ledger's own figure) */
+  billingFactor: number;
 }
 
 export const defaultRunpodQuirks = (): RunpodQuirks => ({
@@ -98,6 +109,8 @@ export const defaultRunpodQuirks = (): RunpodQuirks => ({
   ignoreTerminates: 0,
   errorButCreated: null,
   listingLagMs: 0,
+  restEmptyRuntime: false,
+  billingFactor: 1,
 });
 
 export interface FakeGpuType {
@@ -145,7 +158,7 @@ export const defaultGpuTypes = (): FakeGpuType[] => [
   gpuType("NVIDIA H100 80GB HBM3", "H100 SXM", 80, 2.99, null),
   gpuType("NVIDIA L40S", "L40S", 48, 0.86, 0.79),
   gpuType("AMD Instinct MI300X OAM", "MI300X", 192, 2.49, null, "AMD"),
-  // quirk 17: "RTX PRO 4500" here, "NVIDIA RTX PRO 4500 Blackwell" as the id and elsewhere
+  // docs/providers.md#gpu-names: "RTX PRO 4500" here, "NVIDIA RTX PRO 4500 Blackwell" as the id and elsewhere
   gpuType("NVIDIA RTX PRO 4500 Blackwell", "RTX PRO 4500", 32, 0.49, null),
 ];
 
@@ -181,6 +194,7 @@ export const defaultDataCenters = (): FakeDataCenter[] => [
 ];
 
 export interface RecordedRunpodRequest {
+  transport: "graphql" | "rest";
   url: string;
   method: string;
   userAgent: string | null;
@@ -204,7 +218,7 @@ export interface PlantPod {
   listed?: boolean;
 }
 
-// The input fields PodFindAndDeployOnDemandInput has (providers.md 1.5); anything else is a 400.
+// The input fields PodFindAndDeployOnDemandInput has (docs/providers.md#runpod-graphql); anything else is a 400.
 const DEPLOY_INPUT_FIELDS = new Set([
   "aiApiId",
   "allowedCudaVersions",
@@ -267,7 +281,7 @@ const STRING_FIELDS = [
 ];
 
 const UNAUTHORIZED = "Unauthorized";
-const BOT_USER_AGENT = /^(python-urllib|go-http-client|java\/|libwww-perl)/i;
+export const BOT_USER_AGENT = /^(python-urllib|go-http-client|java\/|libwww-perl)/i;
 
 /** An error RunPod answers with HTTP 400 (document or variable validation). */
 class ValidationFailure extends Error {
@@ -299,7 +313,12 @@ export class RunpodFake implements FakeService {
     pod: [],
     terminate: [],
     myself: [],
+    billing: [],
   };
+  /** pods whose delete answers 409 (locked; the REST document also names cluster members) */
+  readonly lockedPods = new Set<string>();
+  /** `${cloud}:${gpuTypeId}` or `${cloud}:${gpuTypeId}:${count}` with no stock, whatever dataCenters says */
+  readonly outOfStock = new Set<string>();
   readonly requests: RecordedRunpodRequest[] = [];
   gpuTypes: FakeGpuType[] = defaultGpuTypes();
   dataCenters: FakeDataCenter[] = defaultDataCenters();
@@ -393,15 +412,34 @@ export class RunpodFake implements FakeService {
 
   handles(url: URL): boolean {
     return (
-      (url.host === this.endpoint.host && url.pathname === this.endpoint.pathname) || this.proxyHost.test(url.hostname)
+      (url.host === this.endpoint.host &&
+        (url.pathname === this.endpoint.pathname || url.pathname.startsWith("/v2/"))) ||
+      this.proxyHost.test(url.hostname)
     );
+  }
+
+  /** Stock of a type in one cloud for one GPU count: what both transports' creates honour. */
+  stockIn(gpuTypeId: string, cloud: "SECURE" | "COMMUNITY", count: number): "NONE" | "LOW" | "MEDIUM" | "HIGH" {
+    const type = this.gpuTypes.find((t) => t.id === gpuTypeId);
+    if (!type || count > type.maxGpuCount) return "NONE";
+    if ((cloud === "SECURE" ? type.securePrice : type.communityPrice) === null) return "NONE";
+    if (this.outOfStock.has(`${cloud}:${gpuTypeId}`) || this.outOfStock.has(`${cloud}:${gpuTypeId}:${count}`))
+      return "NONE";
+    const rank = { Low: 1, Medium: 2, High: 3 } as Record<string, number>;
+    let best = 0;
+    for (const dc of this.dataCenters)
+      for (const a of dc.gpuAvailability ?? [])
+        if (a.gpuTypeId === gpuTypeId && a.available && a.stockStatus) best = Math.max(best, rank[a.stockStatus] ?? 0);
+    return (["NONE", "LOW", "MEDIUM", "HIGH"] as const)[best]!;
   }
 
   async handle(request: Request): Promise<Response> {
     const url = new URL(request.url);
     const proxied = this.proxyHost.exec(url.hostname);
     if (proxied) return this.proxy(request, proxied[1]!, Number(proxied[2]));
+    if (url.pathname.startsWith("/v2/")) return handleRest(this, request);
     const record: RecordedRunpodRequest = {
+      transport: "graphql",
       url: request.url,
       method: request.method,
       userAgent: request.headers.get("user-agent"),
@@ -418,7 +456,7 @@ export class RunpodFake implements FakeService {
   }
 
   private async graphql(request: Request, url: URL, record: RecordedRunpodRequest): Promise<Response> {
-    // Quirk 1: Cloudflare in front of api.runpod.io blocks requests without a (browser-ish) UA.
+    // docs/providers.md#runpod-user-agent: Cloudflare in front of api.runpod.io blocks requests without a (browser-ish) UA.
     const userAgent = record.userAgent ?? "";
     if (this.quirks.cloudflareBlocksBots && (userAgent.trim() === "" || BOT_USER_AGENT.test(userAgent))) {
       return text("error code: 1010", 403);
@@ -501,7 +539,7 @@ export class RunpodFake implements FakeService {
       try {
         const args = resolveArgs(field.args, record.variables);
         const value = root.resolve(this, args, key !== null);
-        data[responseKey] = project(value, field.selection, root.typeName);
+        data[responseKey] = project(value, field.selection, root.typeName, record.variables);
         if (root.operation === "deploy" && this.quirks.errorButCreated) afterwards = this.quirks.errorButCreated;
       } catch (error) {
         if (!(error instanceof FieldFailure)) throw error;
@@ -515,7 +553,7 @@ export class RunpodFake implements FakeService {
       }
     }
 
-    // Quirk 15: the pod exists and bills, but the answer says otherwise.
+    // docs/providers.md#runpod-ambiguous-create: the pod exists and bills, but the answer says otherwise.
     if (afterwards === "http_500") return json({ errors: [{ message: "Internal Server Error" }] }, 500);
     if (afterwards === "hang") return hang(request);
     if (afterwards === "graphql_error") {
@@ -533,7 +571,7 @@ export class RunpodFake implements FakeService {
     return json(errors.length > 0 ? { errors, data } : { data });
   }
 
-  private injected(fault: RunpodFault, request: Request): Promise<Response> | Response {
+  injected(fault: RunpodFault, request: Request): Promise<Response> | Response {
     switch (fault.kind) {
       case "status":
         return text(fault.body ?? statusText(fault.status), fault.status, fault.headers);
@@ -565,7 +603,7 @@ export class RunpodFake implements FakeService {
           `Cannot query field "${field.name}" on type "${document.operation === "mutation" ? "Mutation" : "Query"}".`,
         );
       const input = field.args.input;
-      // Quirk 12: podTerminate returns a scalar; a selection set on it is a validation error.
+      // docs/providers.md#runpod-terminate: podTerminate returns a scalar; a selection set on it is a validation error.
       if (root.typeName === "Void" && field.selection)
         throw new ValidationFailure(
           `Field "${field.name}" must not have a selection since type "Boolean" has no subfields.`,
@@ -589,7 +627,7 @@ export class RunpodFake implements FakeService {
         }
       }
       // Selections are checked against a fully populated sample of the type.
-      project(root.sample(this), field.selection, root.typeName);
+      project(root.sample(this), field.selection, root.typeName, variables);
       if (root.operation === "deploy" && this.quirks.strictInput)
         validateDeployInput(resolveArgs(field.args, variables).input);
     }
@@ -597,11 +635,38 @@ export class RunpodFake implements FakeService {
 
   // ---------------------------------------------------------------- resolvers
 
-  resolveGpuTypes(args: Record<string, unknown>): FakeGpuType[] {
+  resolveGpuTypes(args: Record<string, unknown>): Record<string, unknown>[] {
     const filter = isObject(args.input) ? args.input : {};
-    if (typeof filter.id === "string") return this.gpuTypes.filter((t) => t.id === filter.id);
-    if (Array.isArray(filter.ids)) return this.gpuTypes.filter((t) => (filter.ids as unknown[]).includes(t.id));
-    return this.gpuTypes;
+    let types = this.gpuTypes;
+    if (typeof filter.id === "string") types = types.filter((t) => t.id === filter.id);
+    else if (Array.isArray(filter.ids)) types = types.filter((t) => (filter.ids as unknown[]).includes(t.id));
+    return types.map((t) => this.withLowestPrice(t));
+  }
+
+  /** `lowestPrice(input: {gpuCount, secureCloud, ...})`: stock for one cloud and GPU count (null = none). */
+  withLowestPrice(t: FakeGpuType): Record<string, unknown> {
+    return {
+      ...t,
+      maxGpuCountSecureCloud: t.secureCloud ? t.maxGpuCount : 0,
+      maxGpuCountCommunityCloud: t.communityCloud ? t.maxGpuCount : 0,
+      lowestPrice: (args: Record<string, unknown>) => {
+        const input = isObject(args.input) ? args.input : {};
+        const cloud = input.secureCloud === false ? "COMMUNITY" : "SECURE";
+        const count = typeof input.gpuCount === "number" ? input.gpuCount : 1;
+        const stock = this.stockIn(t.id, cloud, count);
+        const price = cloud === "SECURE" ? t.securePrice : t.communityPrice;
+        const inStock = stock !== "NONE";
+        return {
+          minimumBidPrice: inStock && price ? round(price * 0.45) : null,
+          uninterruptablePrice: inStock ? price : null,
+          minVcpu: inStock ? 6 : null,
+          minMemory: inStock ? 41 : null,
+          stockStatus: inStock ? stock[0] + stock.slice(1).toLowerCase() : null,
+          maxUnreservedGpuCount: inStock ? t.maxGpuCount : 0,
+          availableGpuCounts: inStock ? Array.from({ length: t.maxGpuCount }, (_, i) => i + 1) : [],
+        };
+      },
+    };
   }
 
   resolveDeploy(input: Record<string, unknown>, authenticated: boolean): Record<string, unknown> {
@@ -612,7 +677,7 @@ export class RunpodFake implements FakeService {
     const price = cloud === "COMMUNITY" ? type.communityPrice : (type.securePrice ?? type.communityPrice);
     const gpuCount = typeof input.gpuCount === "number" ? input.gpuCount : 1;
 
-    // Quirks 5 and 6: the listing may say "High" and the create still finds nothing.
+    // docs/providers.md#runpod-no-capacity: the listing may say "High" and the create still finds nothing.
     const refusal = this.quirks.noCapacity;
     const lean = typeof input.minMemoryInGb === "number" && input.minMemoryInGb <= 15;
     if (refusal && refusal.times > 0 && !(refusal.acceptLean && lean)) {
@@ -625,7 +690,13 @@ export class RunpodFake implements FakeService {
         (a) => a.gpuTypeId === type.id && a.available && a.stockStatus && a.stockStatus !== "None",
       ),
     );
-    if (!stockedIn || price === null || gpuCount > type.maxGpuCount)
+    const cloudless = cloud !== "SECURE" && cloud !== "COMMUNITY";
+    if (
+      !stockedIn ||
+      price === null ||
+      gpuCount > type.maxGpuCount ||
+      (!cloudless && this.stockIn(type.id, cloud, gpuCount) === "NONE")
+    )
       throw new FieldFailure(NO_CAPACITY_MESSAGES.requested);
 
     const env = (input.env as { key: string; value: string }[] | undefined) ?? [];
@@ -640,7 +711,7 @@ export class RunpodFake implements FakeService {
       ignoreTerminates: this.quirks.ignoreTerminates,
       meta: {
         imageName: input.imageName,
-        // Quirk 14: env goes in as {key,value} objects and comes out as "KEY=value" strings.
+        // docs/providers.md#runpod-graphql-env-ports: env goes in as {key,value} objects and comes out as "KEY=value" strings.
         env: env.map((e) => `${e.key}=${e.value}`),
         ports: (input.ports as string | undefined)?.replaceAll(" ", "") ?? "",
         dockerArgs: input.dockerArgs ?? "",
@@ -651,7 +722,7 @@ export class RunpodFake implements FakeService {
         minVcpuCount: input.minVcpuCount ?? 1,
         minMemoryInGb: input.minMemoryInGb ?? 1,
         volumeInGb: input.volumeInGb ?? 0,
-        // Quirk 13: accepted and stored, never enforced.
+        // docs/providers.md#runpod-terminate-after: accepted and stored, never enforced.
         terminateAfter: input.terminateAfter ?? null,
         listedAt: Date.now() + this.quirks.listingLagMs,
       },
@@ -667,7 +738,7 @@ export class RunpodFake implements FakeService {
 
   resolveTerminate(input: Record<string, unknown>, authenticated: boolean): null {
     if (!authenticated || this.quirks.auth === "no_permission") throw new FieldFailure(UNAUTHORIZED);
-    // Quirk 12: null on success ("accepted" and "ignored" look the same), an error when repeated.
+    // docs/providers.md#runpod-terminate: null on success ("accepted" and "ignored" look the same), an error when repeated.
     const outcome = this.model.terminate(String(input.podId));
     if (outcome === "already_gone")
       throw new FieldFailure("pod not found to terminate", this.quirks.notFoundCode ? "POD_NOT_FOUND" : undefined);
@@ -675,7 +746,7 @@ export class RunpodFake implements FakeService {
   }
 
   resolveMyself(authenticated: boolean): Record<string, unknown> | null {
-    // Quirk 4: no key is not an error, just nobody.
+    // docs/providers.md#runpod-graphql-errors: no key is not an error, just nobody.
     if (!authenticated) return null;
     if (this.quirks.auth === "no_permission") throw new FieldFailure(UNAUTHORIZED, "RUNPOD");
     const now = Date.now();
@@ -748,20 +819,20 @@ export class RunpodFake implements FakeService {
     };
   }
 
-  private runtime(m: ModelMachine, upForMs: number): Record<string, unknown> {
+  runtime(m: ModelMachine, upForMs: number): Record<string, unknown> {
     const gpus = Array.from({ length: m.gpuCount }, (_, i) => ({
       id: `GPU-e0488b7e-6932-795b-a125-${String(i).padStart(12, "0")}`,
       gpuUtilPercent: 0,
       memoryUtilPercent: 3,
     }));
     const container = { cpuPercent: 1, memoryPercent: 2 };
-    // Quirk 8: runtime first appears with uptime 0 and no ports.
+    // docs/providers.md#runpod-readiness: runtime first appears with uptime 0 and no ports.
     if (upForMs < this.quirks.runtimeWithoutPortsMs) {
       return { uptimeInSeconds: 0, ports: this.quirks.runtimePortsMissingAs === "null" ? null : [], gpus, container };
     }
     const ports = parsePorts(m.meta.ports as string).map(({ port, type }, i) =>
       type === "http"
-        ? // Quirk 9: http ports show an internal address; only the proxy reaches them.
+        ? // docs/providers.md#runpod-readiness: http ports show an internal address; only the proxy reaches them.
           { ip: `100.65.14.${155 + i}`, isIpPublic: false, privatePort: port, publicPort: 60821 + i, type }
         : this.quirks.publicIp
           ? { ip: "213.173.104.74", isIpPublic: true, privatePort: port, publicPort: 35558 + i, type }
@@ -775,7 +846,7 @@ export class RunpodFake implements FakeService {
     };
   }
 
-  /** Quirk 10: `{id}-{port}.proxy...` answers 502 until the service listens. */
+  /** docs/providers.md#runpod-readiness: `{id}-{port}.proxy...` answers 502 until the service listens. */
   private proxy(request: Request, id: string, port: number): Response {
     const m = this.model.get(id);
     if (!m || this.model.state(id) === "gone") return text("Not Found", 404);
@@ -849,7 +920,7 @@ const ROOT_FIELDS: Record<string, RootField> = {
     kind: "query",
     typeName: "GpuType",
     resolve: (fake, args) => fake.resolveGpuTypes(args),
-    sample: () => [defaultGpuTypes()[0]],
+    sample: (fake) => [fake.withLowestPrice(defaultGpuTypes()[0]!)],
   },
   dataCenters: {
     operation: "dataCenters",
@@ -900,7 +971,7 @@ const ROOT_FIELDS: Record<string, RootField> = {
   },
 };
 
-/** Quirk 3: what RunPod checks on PodFindAndDeployOnDemandInput before deploying anything. */
+/** docs/providers.md#runpod-graphql-errors: what RunPod checks on PodFindAndDeployOnDemandInput before deploying anything. */
 function validateDeployInput(input: unknown): void {
   const where = (field: string) => `Variable "$input" got invalid value at "input.${field}"`;
   if (!isObject(input))
@@ -938,7 +1009,7 @@ function validateDeployInput(input: unknown): void {
       "BAD_USER_INPUT",
     );
   }
-  // Quirk 14: env is a list of {key, value} objects, not "K=V" strings nor a map.
+  // docs/providers.md#runpod-graphql-env-ports: env is a list of {key, value} objects, not "K=V" strings nor a map.
   if (input.env != null) {
     const env = input.env;
     if (
@@ -959,7 +1030,7 @@ function validateDeployInput(input: unknown): void {
   ) {
     throw new ValidationFailure(`${where("ports")}; ports must look like "8888/http,22/tcp"`, "BAD_USER_INPUT");
   }
-  // Quirk 13: the DateTime scalar takes ISO 8601, not "1h".
+  // docs/providers.md#runpod-terminate-after: the DateTime scalar takes ISO 8601, not "1h".
   for (const field of ["terminateAfter", "stopAfter"]) {
     const value = input[field];
     if (
@@ -1136,9 +1207,14 @@ function resolveArgs(args: Record<string, ArgValue>, variables: Record<string, u
 }
 
 /** Keeps only the selected fields, as GraphQL does; a selection RunPod would reject throws. */
-function project(value: unknown, selection: GraphqlField[] | null, typeName: string): unknown {
+function project(
+  value: unknown,
+  selection: GraphqlField[] | null,
+  typeName: string,
+  variables: Record<string, unknown> = {},
+): unknown {
   if (value === null || value === undefined) return null;
-  if (Array.isArray(value)) return value.map((item) => project(item, selection, typeName));
+  if (Array.isArray(value)) return value.map((item) => project(item, selection, typeName, variables));
   if (!isObject(value)) {
     if (selection)
       throw new ValidationFailure(`Field of type "${typeName}" must not have a selection since it has no subfields.`);
@@ -1153,14 +1229,17 @@ function project(value: unknown, selection: GraphqlField[] | null, typeName: str
     }
     if (!(field.name in value))
       throw new ValidationFailure(`Cannot query field "${field.name}" on type "${typeName}".`);
-    out[field.alias ?? field.name] = project(value[field.name], field.selection, field.name);
+    // A field with arguments (lowestPrice(input: ...)) is a function of them.
+    const raw = value[field.name];
+    const resolved = typeof raw === "function" ? raw(resolveArgs(field.args, variables)) : raw;
+    out[field.alias ?? field.name] = project(resolved, field.selection, field.name, variables);
   }
   return out;
 }
 
 // ------------------------------------------------------------------ helpers
 
-function parsePorts(ports: string): { port: number; type: string }[] {
+export function parsePorts(ports: string): { port: number; type: string }[] {
   return ports
     .split(",")
     .map((entry) => entry.trim().split("/"))
@@ -1168,14 +1247,14 @@ function parsePorts(ports: string): { port: number; type: string }[] {
     .map(([port, type]) => ({ port: Number(port), type: type! }));
 }
 
-function hang(request: Request): Promise<Response> {
+export function hang(request: Request): Promise<Response> {
   return new Promise((_, reject) => {
     if (request.signal.aborted) reject(request.signal.reason);
     request.signal.addEventListener("abort", () => reject(request.signal.reason));
   });
 }
 
-function statusText(status: number): string {
+export function statusText(status: number): string {
   if (status === 429) return "Too Many Requests";
   if (status === 502) return "<html><body><h1>502 Bad Gateway</h1></body></html>";
   if (status === 503) return "Service Unavailable";
@@ -1193,7 +1272,7 @@ function round(value: number): number {
 const ID_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
 
 /** 14 lowercase alphanumerics with at least one digit, like RunPod's. */
-function podId(): string {
+export function podId(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(14));
   const id = [...bytes].map((b) => ID_ALPHABET[b % ID_ALPHABET.length]).join("");
   return /\d/.test(id) ? id : `${id.slice(0, 13)}7`;

@@ -4,7 +4,7 @@ import { ollamaResponse } from "./ollama";
 import { json, takeQueued, text } from "./respond";
 
 /**
- * Vast.ai's REST API as providers.md §2 and "Recorded responses" describe it, with one switch per
+ * Vast.ai's REST API as docs/providers.md#vastai describes it, with one switch per
  * quirk (18-30 of the list) and fault injection per operation. Machines live in a CloudModel.
  */
 
@@ -351,7 +351,7 @@ export class VastFake implements FakeService {
     const last = this.lastCall.get(operation);
     if (last !== undefined && now - last < interval) {
       const threshold = (interval / 1000).toFixed(1);
-      // No Retry-After, whatever the body (quirk 25).
+      // No Retry-After, whatever the body (docs/providers.md#vast-rate-limits).
       switch (this.quirks.rateLimitBody) {
         case "text":
           return text(`API requests too frequent: endpoint threshold=${threshold}`, 429);
@@ -437,7 +437,7 @@ export class VastFake implements FakeService {
           ssh_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFake",
           sid: "s-1",
           key_id: 991,
-          // Quirk 27: the account's key comes back in the body.
+          // docs/providers.md#vast-account: the account's key comes back in the body.
           api_key: VAST_ECHOED_API_KEY,
         });
     }
@@ -445,7 +445,7 @@ export class VastFake implements FakeService {
 
   private search(body: unknown): Response {
     if (!isObject(body)) return json({ success: false, error: "invalid_args", msg: "body must be a JSON object" }, 400);
-    // Quirk 29: the CLI says "on-demand", the docs' enum "ondemand"; both work.
+    // docs/providers.md#vast-offers: the CLI says "on-demand", the docs' enum "ondemand"; both work.
     const type = body.type ?? "on-demand";
     if (!["on-demand", "ondemand", "bid", "reserved"].includes(String(type))) {
       return json({ success: false, error: "invalid_args", msg: `invalid type ${String(type)}` }, 400);
@@ -471,7 +471,7 @@ export class VastFake implements FakeService {
   private create(askId: number, body: unknown): Response {
     if (!isObject(body))
       return json({ success: false, error: "invalid_args", msg: "error 400/3467: Invalid args: body" }, 400);
-    // Quirk 28: env must be an object; the "-e K=V" flag string of templates is refused here.
+    // docs/providers.md#vast-create: env must be an object; the "-e K=V" flag string of templates is refused here.
     if (body.env !== undefined && body.env !== null && (!isObject(body.env) || Array.isArray(body.env))) {
       return json(
         {
@@ -495,7 +495,7 @@ export class VastFake implements FakeService {
       race.times -= 1;
       if (listed) listed.rented = true;
       if (body.cancel_unavail !== true) {
-        // Quirk 23: without cancel_unavail the taken offer yields a *stopped* instance, not an error.
+        // docs/providers.md#vast-create: without cancel_unavail the taken offer yields a *stopped* instance, not an error.
         const stopped = this.fromAsk(askId, body, listed);
         this.model.exit(stopped.id, "scheduling failed");
         return json({ success: true, new_contract: Number(stopped.id) });
@@ -534,7 +534,7 @@ export class VastFake implements FakeService {
     if (this.credit <= 0)
       return json({ success: false, error: "insufficient_credit", msg: "Your balance is too low" }, 400);
     if (this.quirks.errorWithContract) {
-      // Quirk 24: the bid is refused, yet a stopped instance exists and bills for its disk.
+      // docs/providers.md#vast-create: the bid is refused, yet a stopped instance exists and bills for its disk.
       const stopped = this.fromAsk(askId, body, listed);
       this.model.exit(stopped.id, "insufficient bid");
       return json(
@@ -550,7 +550,7 @@ export class VastFake implements FakeService {
     }
     const machine = this.fromAsk(askId, body, listed);
     listed.rented = true;
-    // Quirk 22: the instance id is new_contract, never the offer id.
+    // docs/providers.md#vast-create: the instance id is new_contract, never the offer id.
     return json({ success: true, new_contract: Number(machine.id), instance_api_key: "c0ffee0123456789" });
   }
 
@@ -595,7 +595,7 @@ export class VastFake implements FakeService {
     let external = 41200 + (n % 50) * 20;
     for (const key of Object.keys(input.env)) {
       const port = /^-p (\d+):(\d+)(\/tcp)?$/.exec(key)?.[2];
-      // Quirk 21: the external port is random, never the container's.
+      // docs/providers.md#vast-instances: the external port is random, never the container's.
       if (port) hostPorts[port] = String(external++ + 7);
     }
     const meta: VastMeta = {
@@ -627,19 +627,19 @@ export class VastFake implements FakeService {
   private show(id: string): Response {
     const m = this.model.get(id);
     if (!m || this.model.state(id) === "gone") {
-      // Quirk 18: usually 200 {"instances": null}; a 404 is possible too.
+      // docs/providers.md#vast-instances: usually 200 {"instances": null}; a 404 is possible too.
       return this.quirks.deletedReadsAs === "404"
         ? json({ success: false, error: "no_such_instance", msg: "Instance not found" }, 404)
         : json({ instances: null });
     }
-    // Quirk 19: one object under the plural key.
+    // docs/providers.md#vast-instances: one object under the plural key.
     return json({ instances: this.instanceJson(m) });
   }
 
   private destroy(id: string): Response {
     const outcome = this.model.terminate(id);
     if (outcome === "already_gone") {
-      // Quirk 26: which of these the live API sends is unconfirmed.
+      // docs/providers.md#vast-destroy: which of these the live API sends is unconfirmed.
       switch (this.quirks.destroyGoneAs) {
         case "no_such_instance_200":
           return json({ success: false, error: "no_such_instance", msg: "no such instance" });
@@ -654,7 +654,7 @@ export class VastFake implements FakeService {
 
   private list(url: URL): Response {
     const limit = Number(url.searchParams.get("limit") ?? "25");
-    // Quirk 30: at most 25 per page.
+    // docs/providers.md#vast-listing: at most 25 per page.
     if (!Number.isInteger(limit) || limit < 1 || limit > 25) {
       return json({ error: "invalid_request", msg: "Error in query parameters: limit must be between 1 and 25" }, 400);
     }
@@ -740,7 +740,7 @@ export class VastFake implements FakeService {
         status_msg: msg,
       });
     const portsBeforeRunning = () => {
-      // Quirk 21: empty, null or absent until running.
+      // docs/providers.md#vast-instances: empty, null or absent until running.
       if (this.quirks.portsBeforeRunning === "empty") instance.ports = {};
       else if (this.quirks.portsBeforeRunning === "null") instance.ports = null;
     };
@@ -751,7 +751,7 @@ export class VastFake implements FakeService {
     };
     switch (state) {
       case "booting": {
-        // Quirk 20: null while provisioning, then loading while the image is pulled.
+        // docs/providers.md#vast-instances: null while provisioning, then loading while the image is pulled.
         const halfway = m.createdAt + (Number.isFinite(m.bootMs) ? m.bootMs / 2 : 60_000);
         if (now < halfway) statuses(null, "running", null);
         else statuses("loading", "running", `Pulling image ${meta.image}`);
@@ -768,7 +768,7 @@ export class VastFake implements FakeService {
         portsBeforeRunning();
         break;
       case "exited":
-        // Quirk 24 / outbid spot: stopped everywhere.
+        // docs/providers.md#vast-create / outbid spot: stopped everywhere.
         statuses(meta.exitStatus, "stopped", m.exitReason, "stopped");
         instance.ports = {};
         break;

@@ -3,7 +3,7 @@ import type { FakeService } from "./install";
 import { json, takeQueued } from "./respond";
 
 /**
- * VRAMfarm's REST API in the wire shapes providers.md §3 fixes: EUR whole-machine prices, rent by
+ * VRAMfarm's REST API in the wire shapes docs/providers.md#vramfarm fixes: EUR whole-machine prices, rent by
  * card and count, free provisioning, per-minute billing from running with a 15-minute minimum,
  * stop twice = `already`, Retry-After on 429/502/503, no labels. Machines live in a CloudModel.
  */
@@ -40,12 +40,15 @@ export interface VramfarmQuirks {
   retryAfterSeconds: number;
   /** the account's limit of servers at once (409 server_limit beyond it) */
   maxServers: number;
+  /** the status read answers only the fields the article promises (no `id`), docs/providers.md#vramfarm */
+  statusOmitsId: boolean;
 }
 
 export const defaultVramfarmQuirks = (): VramfarmQuirks => ({
   rejectProvisioningFilter: false,
   retryAfterSeconds: 2,
   maxServers: 4,
+  statusOmitsId: false,
 });
 
 /** One machine VRAMfarm lists; `free` is how many of it can still be started. */
@@ -326,7 +329,9 @@ export class VramfarmFake implements FakeService {
       case "show": {
         const m = id ? this.model.get(id) : undefined;
         if (!m) return json({ error: "no such server", code: "not_found" }, 404);
-        return json(this.serverJson(m));
+        const server: Record<string, unknown> = this.serverJson(m);
+        if (this.quirks.statusOmitsId) delete server.id;
+        return json(server);
       }
       case "list": {
         const status = url.searchParams.get("status");

@@ -1,3 +1,4 @@
+import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Lease } from "../../src/leases/schema";
 import { type InstalledFakes, installFakes } from "../fakes/install";
@@ -64,7 +65,7 @@ beforeEach(() => {
 
 afterEach(() => fakes.restore());
 
-describe("RunPod", () => {
+describe(`RunPod over ${env.RUNPOD_TRANSPORT}`, () => {
   it("rents, waits for Ollama behind the proxy, ends by the job's call-back, verifies the pod is gone", async () => {
     const lease = await rentOk({ provider: "runpod", gpu: "4090", max_minutes: 60 });
     expect(lease).toMatchObject({ provider: "runpod", status: "provisioning", currency: "USD" });
@@ -110,6 +111,10 @@ describe("RunPod", () => {
     expect(runpod.model.state(lease.provider_ref!)).toBe("gone");
     expect(runpod.calls("terminate").length).toBeGreaterThanOrEqual(2);
     expect(JSON.stringify(await eventsOf(lease.id))).not.toContain(callbackToken!);
+
+    // The configured transport did all of it: on REST v2 no GraphQL call at all, and the reverse.
+    const transports = new Set(runpod.requests.map((r) => r.transport));
+    expect([...transports]).toEqual([env.RUNPOD_TRANSPORT]);
   });
 });
 

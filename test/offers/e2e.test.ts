@@ -1,3 +1,4 @@
+import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { clearOfferCache } from "../../src/offers/cache";
 import { type FakeService, type InstalledFakes, installFakes, json } from "../fakes/install";
@@ -82,7 +83,10 @@ interface OffersBody {
 }
 
 let fakes: InstalledFakes | null = null;
-beforeEach(() => clearOfferCache());
+beforeEach(async () => {
+  clearOfferCache();
+  await env.OFFERS_CACHE.getByName("global").reset();
+});
 afterEach(() => {
   fakes?.restore();
   fakes = null;

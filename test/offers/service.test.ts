@@ -1,3 +1,4 @@
+import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
 import { clearOfferCache } from "../../src/offers/cache";
 import { findOffer, listRankedOffers } from "../../src/offers/service";
@@ -71,7 +72,10 @@ async function offersOf(res: Response): Promise<OffersBody> {
   return (await res.json()) as OffersBody;
 }
 
-beforeEach(() => clearOfferCache());
+beforeEach(async () => {
+  clearOfferCache();
+  await env.OFFERS_CACHE.getByName("global").reset();
+});
 
 describe("GET /v1/offers", () => {
   it("ranks the offers of every configured provider, best value first, in the Offer shape of /openapi.json", async () => {

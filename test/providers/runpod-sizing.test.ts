@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { hostSizing, leanHostSizing } from "../../src/providers/sizing";
 
-describe("host sizing from the model weights (the seed's wirt_bedarf)", () => {
+describe("host sizing from the model weights (docs/providers.md#sizing)", () => {
   it.each([
     [0, { diskGb: 25, vcpus: 4, ramGb: 16 }],
     [4.7, { diskGb: 25, vcpus: 4, ramGb: 16 }],

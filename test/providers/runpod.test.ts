@@ -376,7 +376,7 @@ describe("listOffers", () => {
     ).toBe(true);
   });
 
-  it("matches display names and ids, which differ (quirk 17), and keys the spec table by id", async () => {
+  it("matches display names and ids, which differ (docs/providers.md#gpu-names), and keys the spec table by id", async () => {
     const byDisplay = await runpod().listOffers({ gpu: "pro 4500" });
     const byId = await runpod().listOffers({ gpu: "BLACKWELL" });
     expect(byDisplay).toEqual(byId);
@@ -407,8 +407,23 @@ describe("listOffers", () => {
   it("throws on a failed or unparseable listing instead of returning no offers", async () => {
     fake.fault("gpuTypes", { kind: "malformed" });
     expect((await thrown(runpod().listOffers({}))).kind).toBe("parse");
-    fake.fault("dataCenters", { kind: "empty" });
+    fake.fault("gpuTypes", { kind: "empty" });
     expect((await thrown(runpod().listOffers({}))).kind).toBe("parse");
+  });
+
+  it("takes stock per cloud and GPU count from lowestPrice, with the CUDA floor (docs/providers.md#runpod-graphql)", async () => {
+    fake.outOfStock.add("COMMUNITY:NVIDIA GeForce RTX 4090");
+    fake.outOfStock.add("SECURE:NVIDIA A40:2");
+    const one = (await runpod({ minCudaVersion: "12.4" }).listOffers({})).map((o) => o.offer_id);
+    expect(one).toContain("runpod:SECURE:NVIDIA GeForce RTX 4090");
+    expect(one).not.toContain("runpod:COMMUNITY:NVIDIA GeForce RTX 4090");
+    expect(one).toContain("runpod:SECURE:NVIDIA A40");
+    const two = (await runpod({ minCudaVersion: "12.4" }).listOffers({ gpu_count: 2 })).map((o) => o.offer_id);
+    expect(two).not.toContain("runpod:SECURE:NVIDIA A40:2");
+    expect(two).toContain("runpod:COMMUNITY:NVIDIA A40:2");
+    const sent = fake.calls("gpuTypes").at(-1)!;
+    expect(sent.variables).toEqual({ count: 2, minCuda: "12.4" });
+    expect(sent.query).not.toContain("dataCenters");
   });
 });
 
@@ -436,7 +451,7 @@ describe("rent", () => {
       volumeInGb: 0,
       terminateAfter: new Date(T0 + (120 + 60) * 60_000).toISOString(),
     });
-    // quirk 14: env comes back as "KEY=value" strings
+    // docs/providers.md#runpod-graphql-env-ports: env comes back as "KEY=value" strings
     const ref = result.ok ? result.ref : "";
     expect(fake.podView(ref)?.env).toEqual([
       "OLLAMA_KEEP_ALIVE=-1",
@@ -531,13 +546,31 @@ describe("rent", () => {
     expect(result).toMatchObject({ ok: false, kind: "no_capacity" });
   });
 
-  it("another GraphQL error is a rejection with RunPod's reason", async () => {
+  it("any other GraphQL create error is ambiguous, since a pod may stand behind it (docs/providers.md#runpod-graphql)", async () => {
     const result = await runpod().rent(offer("runpod:SECURE:NVIDIA Imaginary 1"), spec());
     expect(result).toEqual({
       ok: false,
-      kind: "rejected",
+      kind: "ambiguous",
       error: "Could not find GPU type with id NVIDIA Imaginary 1",
     });
+  });
+
+  it("sends minCudaVersion, and supportPublicIp for a community pod that publishes a TCP port", async () => {
+    const rp = runpod({ minCudaVersion: "12.4" });
+    await rp.rent(
+      offer("runpod:COMMUNITY:NVIDIA GeForce RTX 4090"),
+      spec({ template: "custom", cmd: "x", ports: [8080] }),
+    );
+    await rp.rent(
+      offer("runpod:SECURE:NVIDIA GeForce RTX 4090"),
+      spec({ template: "custom", cmd: "x", ports: [8080] }),
+    );
+    await rp.rent(offer("runpod:COMMUNITY:NVIDIA GeForce RTX 4090"), spec());
+    const [community, secure, ollama] = deployInputs();
+    expect(community).toMatchObject({ minCudaVersion: "12.4", supportPublicIp: true, ports: "8080/http,22/tcp" });
+    expect(secure).toMatchObject({ minCudaVersion: "12.4" });
+    expect(secure).not.toHaveProperty("supportPublicIp");
+    expect(ollama).not.toHaveProperty("supportPublicIp");
   });
 
   it.each([
@@ -576,7 +609,7 @@ describe("rent", () => {
       const result = await provider.rent(offer(), spec());
       expect(result).toMatchObject({ ok: false, kind: "ambiguous" });
       expect(fake.model.list()).toHaveLength(1);
-      // quirk 15: the listing lags behind the create; the caller has to look again
+      // docs/providers.md#runpod-ambiguous-create: the listing lags behind the create; the caller has to look again
       expect(await provider.findByLabel("gl-ollama-0001")).toBeNull();
       advance(6_000);
       expect(await provider.findByLabel("gl-ollama-0001")).toMatchObject({

@@ -86,7 +86,7 @@ function expectNoSecret(text: string) {
 }
 
 describe("vast offers", () => {
-  it("asks /bundles/ with the seed's filters, GPU RAM in MB and the disk sized from the weights", async () => {
+  it("asks /bundles/ with the filters of docs/providers.md#vast-offers, GPU RAM in MB and the disk sized from the weights", async () => {
     await vast.listOffers({ vram_gb: 24, weights_gb: 18, gpu_count: 1, max_price_usd: 0.8 });
     const [body] = bodiesOf("POST", "/api/v0/bundles/");
     expect(body).toMatchObject({
@@ -187,7 +187,7 @@ describe("vast rent", () => {
     const offer = await offerFor();
     const result = await vast.rent(offer, spec());
     expect(result).toMatchObject({ ok: true, price_per_hour: offer.price_per_hour });
-    // Quirk 22: the instance id is new_contract, not the offer id.
+    // docs/providers.md#vast-create: the instance id is new_contract, not the offer id.
     expect(result.ok && result.ref).not.toBe("18463529");
     expect(result.ok && fake.model.get(result.ref)?.label).toBe("gpulease-lse01");
     const put = fake.requests.find((r) => r.method === "PUT");
@@ -310,7 +310,7 @@ describe("vast rent", () => {
     expect(await vast.rent(offer, spec())).toMatchObject({ ok: false, kind: "ambiguous" });
   });
 
-  it("refuses an env string (quirk 28) at the fake, which the adapter never sends", async () => {
+  it("refuses an env string (docs/providers.md#vast-create) at the fake, which the adapter never sends", async () => {
     const response = await fetch(`${VAST_FAKE_URL}/api/v0/asks/18463529/`, {
       method: "PUT",
       headers: { Authorization: `Bearer ${VAST_FAKE_KEY}`, "Content-Type": "application/json" },
@@ -336,7 +336,8 @@ describe("vast status", () => {
     expect(running.state).toBe("running");
     const url = fake.ollamaUrl(ref);
     expect(url).not.toContain(":11434");
-    expect(running.access).toEqual({ urls: [url], ssh: { host: "ssh4.vast.ai", port: expect.any(Number) } });
+    // runtype "args" runs the image as-is: no sshd, so no ssh access reported (docs/providers.md#vast-instances).
+    expect(running.access).toEqual({ urls: [url], ssh: null });
   });
 
   it.each(["empty", "null", "absent"] as const)(
@@ -421,14 +422,14 @@ describe("vast status", () => {
     expect(await vast.status(ref)).toMatchObject({ state: "exited", error: "outbid" });
   });
 
-  it("keeps a destroyed-but-listed instance as existing until Vast drops it", async () => {
+  it("takes a destroyed-but-listed instance as gone, as vast-cli's instance_exist does", async () => {
     fake = new VastFake({ now: () => now, lingerMs: 30_000 });
     fakes.restore();
     fakes = installFakes(fake);
     fake.quirks.lingerAs = "destroyed";
     const ref = await rented();
     await vast.terminate(ref);
-    expect((await vast.status(ref)).state).toBe("exited");
+    expect((await vast.status(ref)).state).toBe("gone");
     now += 31_000;
     expect((await vast.status(ref)).state).toBe("gone");
   });

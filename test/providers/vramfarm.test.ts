@@ -208,12 +208,12 @@ describe("vramfarm rent and billing", () => {
     });
   });
 
-  it("rejects with the provider's text on 409 server_limit and 402 insufficient_balance", async () => {
+  it("takes any 409 as no capacity whatever its code (docs/providers.md#vramfarm), and 402 as a refusal", async () => {
     const offer = await offer4090();
     fake.quirks.maxServers = 0;
     expect(await farm.rent(offer, spec())).toEqual({
       ok: false,
-      kind: "rejected",
+      kind: "no_capacity",
       error: "server_limit: at most 0 servers at once",
     });
     fake.quirks.maxServers = 4;
@@ -259,6 +259,15 @@ describe("vramfarm rent and billing", () => {
 });
 
 describe("vramfarm status and stop", () => {
+  it("reads a status that does not echo `id` (the article promises only status, access, cost_eur, traffic_eur, error)", async () => {
+    const ref = await rented();
+    fake.quirks.statusOmitsId = true;
+    now += 10 * MINUTE;
+    const status = await farm.status(ref);
+    expect(status.state).toBe("running");
+    expect(status.access?.ssh).not.toBeNull();
+  });
+
   it("reads a stop we asked for as gone, and a second stop as already done", async () => {
     const ref = await rented();
     now += 10 * MINUTE;

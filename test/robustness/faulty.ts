@@ -121,6 +121,16 @@ export async function classify(provider: FaultyProvider, request: Request): Prom
   switch (provider) {
     case "runpod": {
       if (!url.hostname.startsWith("runpod.")) return null;
+      // REST v2 (the default transport); the balance still goes through GraphQL.
+      if (url.pathname.startsWith("/v2/")) {
+        const path = url.pathname;
+        if (method === "GET" && path === "/v2/catalog/gpus") return "offers";
+        if (method === "POST" && path === "/v2/pods") return "rent";
+        if (method === "GET" && path === "/v2/pods") return "listing";
+        if (method === "GET" && /^\/v2\/pods\/[^/]+$/.test(path)) return "status";
+        if (method === "DELETE" && /^\/v2\/pods\/[^/]+$/.test(path)) return "terminate";
+        return null;
+      }
       let query = "";
       try {
         query = String(((await request.json()) as { query?: unknown }).query ?? "");
@@ -176,6 +186,7 @@ function render(
   fault: Fault,
   request: Request,
 ): Promise<Response> | Response {
+  const rest = provider === "runpod" && new URL(request.url).pathname.startsWith("/v2/");
   switch (fault.kind) {
     case "pass":
       throw new Error("pass is not rendered");
@@ -199,6 +210,12 @@ function render(
       return new Response("", { status: 200, headers: { "Content-Type": "application/json" } });
     case "echo": {
       const leak = `request had authorization: ${request.headers.get("authorization") ?? "none"}, url: ${request.url}`;
+      if (rest)
+        return problemJson({
+          title: "Internal Server Error",
+          status: fault.status,
+          detail: `Something went wrong (${leak})`,
+        });
       if (provider === "runpod")
         return json(
           { errors: [{ message: `Something went wrong (${leak})`, extensions: { code: "INTERNAL_SERVER_ERROR" } }] },
@@ -237,6 +254,8 @@ function render(
       );
     }
     case "error200":
+      // REST v2 never answers an error with 200; a problem body under 200 is a body that does not parse as a Pod.
+      if (rest) return json({ title: "Internal Server Error", status: 500, detail: "Something went wrong." });
       if (provider === "runpod") {
         return json({
           errors: [
@@ -254,13 +273,22 @@ function render(
       return json({ error: "internal error", code: "internal" });
     case "ignore":
       if (call !== "terminate") throw new Error("ignore is a terminate fault");
+      if (rest) return new Response(null, { status: 204 });
       if (provider === "runpod") return json({ data: { podTerminate: null } });
       if (provider === "vast") return json({ success: true });
       return json({ ok: true });
     case "gone":
       if (call !== "status") throw new Error("gone is a status fault");
+      if (rest) return problemJson({ title: "Not Found", status: 404, detail: "pod not found" });
       if (provider === "runpod") return json({ data: { pod: null } });
       if (provider === "vast") return json({ instances: null });
       return json({ error: "no such server", code: "not_found" }, 404);
   }
+}
+
+function problemJson(body: { title: string; status: number; detail: string }): Response {
+  return new Response(JSON.stringify(body), {
+    status: body.status,
+    headers: { "Content-Type": "application/problem+json" },
+  });
 }

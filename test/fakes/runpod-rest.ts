@@ -1,0 +1,378 @@
+import type { ModelMachine } from "../../src/sim/model";
+import { checkRunpodSchema } from "./openapi-check";
+import { json } from "./respond";
+import {
+  BOT_USER_AGENT,
+  hang,
+  NO_CAPACITY_MESSAGES,
+  parsePorts,
+  podId,
+  type RecordedRunpodRequest,
+  type RunpodFake,
+  type RunpodOperation,
+} from "./runpod";
+
+/*
+ * RunPod REST v2 (`/v2/...` on the fake's host), as RunPod's OpenAPI document describes it
+ * (docs/runpod-rest-v2.openapi.json) and docs/providers.md#runpod-rest-v2 records: problem+json
+ * errors, create bodies checked against `CreatePodRequest` (unknown fields are a 400), no
+ * capacity as a 400 with RunPod's recorded detail text, `status: "RUNNING"` from creation while
+ * `runtime` is still null, `cost` 0.0 once a pod stops, 404 problem+json for a deleted pod, 409
+ * for a locked one. It shares the RunpodFake's pods, quirks and fault queues with the GraphQL
+ * front, so one fake serves both transports.
+ */
+
+const PROBLEM_TITLES: Record<number, string> = {
+  400: "Bad Request",
+  401: "Unauthorized",
+  402: "Payment Required",
+  404: "Not Found",
+  409: "Conflict",
+  422: "Unprocessable Entity",
+  500: "Internal Server Error",
+};
+
+export function problem(status: number, detail: string, errors?: string[]): Response {
+  return new Response(
+    JSON.stringify({ title: PROBLEM_TITLES[status] ?? "Error", status, detail, ...(errors ? { errors } : {}) }),
+    { status, headers: { "Content-Type": "application/problem+json" } },
+  );
+}
+
+const ROUTES: { method: string; path: RegExp; operation: RunpodOperation }[] = [
+  { method: "GET", path: /^\/v2\/catalog\/gpus$/, operation: "gpuTypes" },
+  { method: "POST", path: /^\/v2\/pods$/, operation: "deploy" },
+  { method: "GET", path: /^\/v2\/pods$/, operation: "myself" },
+  { method: "GET", path: /^\/v2\/pods\/([^/]+)$/, operation: "pod" },
+  { method: "DELETE", path: /^\/v2\/pods\/([^/]+)$/, operation: "terminate" },
+  { method: "POST", path: /^\/v2\/pods\/([^/]+)\/action$/, operation: "terminate" },
+  { method: "GET", path: /^\/v2\/billing\/pods$/, operation: "billing" },
+];
+
+export async function handleRest(fake: RunpodFake, request: Request): Promise<Response> {
+  const url = new URL(request.url);
+  const route = ROUTES.find((r) => r.method === request.method && r.path.test(url.pathname));
+  const record: RecordedRunpodRequest = {
+    transport: "rest",
+    url: request.url,
+    method: request.method,
+    userAgent: request.headers.get("user-agent"),
+    authorization: request.headers.get("authorization"),
+    operations: route ? [route.operation] : [],
+    query: `${request.method} ${url.pathname}${url.search}`,
+    variables: {},
+    status: 0,
+  };
+  const podRef = route ? route.path.exec(url.pathname)?.[1] : undefined;
+  // The pod id in GraphQL's variable shape, so call checks read the same on both transports.
+  if (podRef) record.variables = { input: { podId: decodeURIComponent(podRef) } };
+  fake.requests.push(record);
+  const response = await answer(fake, request, url, route, record);
+  record.status = response.status;
+  return response;
+}
+
+async function answer(
+  fake: RunpodFake,
+  request: Request,
+  url: URL,
+  route: (typeof ROUTES)[number] | undefined,
+  record: RecordedRunpodRequest,
+): Promise<Response> {
+  // Cloudflare sits in front of the REST API too (lumpenspace/raft PR #14: "every pod creation fails with 403/1010").
+  const userAgent = record.userAgent ?? "";
+  if (fake.quirks.cloudflareBlocksBots && (userAgent.trim() === "" || BOT_USER_AGENT.test(userAgent)))
+    return new Response("error code: 1010", { status: 403, headers: { "Content-Type": "text/plain" } });
+  if (!route) return problem(404, "resource not found");
+  const fault = fake.faults[route.operation].shift();
+  if (fault) return fake.injected(fault, request);
+
+  const bearer = /^Bearer\s+(.+)$/i.exec(record.authorization ?? "")?.[1]?.trim() ?? null;
+  if (bearer === null) return problem(401, "missing bearer token");
+  if (fake.quirks.auth === "bad_key" || bearer !== fake.apiKey) return problem(401, "invalid bearer token");
+  if (fake.quirks.auth === "no_permission" && route.operation !== "gpuTypes") return problem(403, "access denied");
+
+  const id = decodeURIComponent(route.path.exec(url.pathname)?.[1] ?? "");
+  switch (route.operation) {
+    case "gpuTypes":
+      return catalog(fake, url);
+    case "deploy":
+      return create(fake, request);
+    case "myself":
+      return list(fake);
+    case "pod": {
+      const m = fake.model.get(id);
+      const pod = m ? restPod(fake, m) : null;
+      return pod ? json(pod) : problem(404, "pod not found");
+    }
+    case "terminate":
+      return remove(fake, request, id, url.pathname.endsWith("/action"));
+    case "billing":
+      return billing(fake, url);
+    default:
+      return problem(404, "resource not found");
+  }
+}
+
+function catalog(fake: RunpodFake, url: URL): Response {
+  const include = url.searchParams.get("include");
+  const product = url.searchParams.get("product");
+  if (include === "AVAILABILITY" && !product) return problem(400, "product is required with include=AVAILABILITY");
+  const count = Number(url.searchParams.get("count") ?? "1");
+  if (!Number.isInteger(count) || count < 1) return problem(422, "Request validation failed.", ["count"]);
+  const cloud = (url.searchParams.get("cloud") ?? "SECURE") as "SECURE" | "COMMUNITY";
+  if (cloud !== "SECURE" && cloud !== "COMMUNITY") return problem(422, "Request validation failed.", ["cloud"]);
+  const minCuda = url.searchParams.get("minCudaVersion");
+  if (minCuda !== null && !/^\d+(\.\d+)?$/.test(minCuda))
+    return problem(422, "Request validation failed.", ["minCudaVersion"]);
+  const gpus = fake.gpuTypes.map((t) => {
+    const availability = fake.stockIn(t.id, cloud, count);
+    return {
+      id: t.id,
+      name: t.displayName,
+      pool: null,
+      manufacturer: t.manufacturer === "AMD" ? "AMD" : "NVIDIA",
+      memory: t.memoryInGb,
+      secure: t.secureCloud,
+      community: t.communityCloud,
+      price: { secure: t.securePrice ?? 0, community: t.communityPrice ?? 0 },
+      maxCount: { secure: t.secureCloud ? t.maxGpuCount : 0, community: t.communityCloud ? t.maxGpuCount : 0 },
+      ...(include === "AVAILABILITY"
+        ? {
+            availability,
+            ...(availability === "NONE"
+              ? {}
+              : {
+                  dataCenters: fake.dataCenters
+                    .filter((dc) => dc.gpuAvailability?.some((a) => a.gpuTypeId === t.id && a.available))
+                    .map((dc) => ({ id: dc.id, name: dc.name, availability })),
+                }),
+            ...(t.manufacturer === "AMD" ? {} : { cudaVersions: [{ version: "12.8", available: true }] }),
+          }
+        : {}),
+    };
+  });
+  return json({ gpus });
+}
+
+async function create(fake: RunpodFake, request: Request): Promise<Response> {
+  let body: unknown;
+  try {
+    body = await request.json();
+  } catch {
+    return problem(400, "request body is not valid JSON");
+  }
+  // RunPod validates against the document: CreatePodRequest has unevaluatedProperties: false.
+  const problems = checkRunpodSchema("CreatePodRequest", body);
+  if (problems.length > 0) return problem(400, "request could not be processed", problems);
+  const input = body as {
+    name: string;
+    image: string;
+    args?: string;
+    disk?: number;
+    env?: Record<string, string>;
+    ports?: string[];
+    cloud?: "SECURE" | "COMMUNITY";
+    gpu?: { id: string; count?: number; minCudaVersion?: string };
+  };
+  if (!input.gpu) return problem(400, "exactly one of gpu or cpu must be set");
+  const type = fake.gpuTypes.find((t) => t.id === input.gpu?.id);
+  if (!type) return problem(404, `gpu type ${input.gpu.id} not found`);
+  const cloud = input.cloud ?? "SECURE";
+  const gpuCount = input.gpu.count ?? 1;
+
+  // The listing may say HIGH and the create still finds nothing; create does not fall back.
+  const refusal = fake.quirks.noCapacity;
+  if (refusal && refusal.times > 0) {
+    refusal.times -= 1;
+    return problem(400, NO_CAPACITY_MESSAGES.requested);
+  }
+  const price = cloud === "COMMUNITY" ? type.communityPrice : type.securePrice;
+  if (price === null || fake.stockIn(type.id, cloud, gpuCount) === "NONE")
+    return problem(400, NO_CAPACITY_MESSAGES.requested);
+  const dataCenter =
+    fake.dataCenters.find((dc) => dc.gpuAvailability?.some((a) => a.gpuTypeId === type.id && a.available))?.id ??
+    "EU-RO-1";
+  const m = fake.model.create({
+    id: podId(),
+    label: input.name,
+    offerKey: type.id,
+    gpuCount,
+    pricePerHour: Math.round(price * gpuCount * 10_000) / 10_000,
+    bootMs: fake.quirks.stuckBooting ? Number.POSITIVE_INFINITY : fake.quirks.bootMs,
+    lingerMs: fake.quirks.lingerMs,
+    ignoreTerminates: fake.quirks.ignoreTerminates,
+    meta: {
+      imageName: input.image,
+      // Kept in the GraphQL front's shapes ("K=V" strings, one ports string) so both fronts read one pod.
+      env: Object.entries(input.env ?? {}).map(([k, v]) => `${k}=${v}`),
+      ports: (input.ports ?? []).join(","),
+      dockerArgs: input.args ?? "",
+      cloudType: cloud,
+      dataCenterId: dataCenter,
+      gpuDisplayName: type.displayName,
+      containerDiskInGb: input.disk ?? 50,
+      minVcpuCount: 4,
+      minMemoryInGb: 16,
+      volumeInGb: 0,
+      terminateAfter: null,
+      minCudaVersion: input.gpu.minCudaVersion ?? null,
+      listedAt: Date.now() + fake.quirks.listingLagMs,
+    },
+  });
+  // The pod exists and bills, but the answer says otherwise (REST v1 did this; v2 may too).
+  const afterwards = fake.quirks.errorButCreated;
+  if (afterwards === "http_500" || afterwards === "graphql_error")
+    return problem(500, "internal error while reading back the created pod");
+  if (afterwards === "hang") return hang(request);
+  return json(restPod(fake, m), 201);
+}
+
+function list(fake: RunpodFake): Response {
+  const now = Date.now();
+  const pods = fake.model
+    .list()
+    .filter((m) => (m.meta.listedAt as number) <= now)
+    .map((m) => restPod(fake, m))
+    .filter((p) => p !== null);
+  return json({ pods });
+}
+
+async function remove(fake: RunpodFake, request: Request, id: string, viaAction: boolean): Promise<Response> {
+  if (viaAction) {
+    const body = (await request.json().catch(() => null)) as { action?: unknown } | null;
+    if (checkRunpodSchema("PodActionRequest", body).length > 0) return problem(400, "invalid action");
+    if (body?.action !== "terminate") return problem(409, "Action not valid for current pod status");
+  }
+  const m = fake.model.get(id);
+  if (!m || fake.model.state(id) === "gone") return problem(404, "pod not found");
+  if (fake.lockedPods.has(id)) return problem(409, "pod is locked");
+  fake.model.terminate(id);
+  return new Response(null, { status: 204 });
+}
+
+/** Per pod and UTC day: price x hours billed in that day (from creation; RunPod bills the image pull). */
+function billing(fake: RunpodFake, url: URL): Response {
+  const podFilter = url.searchParams.get("podId");
+  const bucketSize = url.searchParams.get("bucketSize") ?? "day";
+  if (bucketSize !== "day") return problem(422, "this fake bills per day only", ["bucketSize"]);
+  const start = Date.parse(url.searchParams.get("startTime") ?? new Date(Date.now() - 30 * 86_400_000).toISOString());
+  const end = Date.parse(url.searchParams.get("endTime") ?? new Date().toISOString());
+  if (Number.isNaN(start) || Number.isNaN(end)) return problem(422, "Request validation failed.");
+  const records: Record<string, unknown>[] = [];
+  for (const m of fake.model.machines.values()) {
+    if (podFilter && m.id !== podFilter) continue;
+    const billedUntil = Math.min(
+      Date.now(),
+      m.terminateRequestedAt ?? Number.POSITIVE_INFINITY,
+      m.exitedAt ?? Number.POSITIVE_INFINITY,
+    );
+    for (let day = Math.floor(start / 86_400_000) * 86_400_000; day < end; day += 86_400_000) {
+      const from = Math.max(day, m.createdAt);
+      const to = Math.min(day + 86_400_000, billedUntil);
+      if (to <= from) continue;
+      const amount = Math.round(((m.pricePerHour * (to - from)) / 3_600_000) * fake.quirks.billingFactor * 1e6) / 1e6;
+      records.push({
+        startTime: new Date(day).toISOString().replace(".000", ""),
+        endTime: new Date(day + 86_400_000).toISOString().replace(".000", ""),
+        podId: m.id,
+        totalAmount: amount,
+        gpuAmount: amount,
+        cpuAmount: 0,
+        diskAmount: 0,
+      });
+    }
+  }
+  const total = records.reduce((sum, r) => sum + (r.totalAmount as number), 0);
+  return json({
+    records,
+    metadata: {
+      query: {
+        startTime: new Date(start).toISOString(),
+        endTime: new Date(end).toISOString(),
+        bucketSize,
+        podId: podFilter,
+      },
+      recordCount: records.length,
+      uniquePodCount: new Set(records.map((r) => r.podId)).size,
+      totals: { totalAmount: total, gpuAmount: total, cpuAmount: 0, diskAmount: 0 },
+    },
+  });
+}
+
+/** A pod in the REST v2 `Pod` shape, by the model's state and the quirks; null once gone. */
+export function restPod(fake: RunpodFake, m: ModelMachine): Record<string, unknown> | null {
+  const state = fake.model.state(m.id);
+  if (state === "gone") return null;
+  const meta = m.meta;
+  let status = "RUNNING"; // from the moment of creation, before the container runs
+  let runtime: Record<string, unknown> | null = null;
+  if (state === "terminating") status = fake.quirks.lingerShowsAs === "TERMINATED" ? "TERMINATED" : "RUNNING";
+  else if (state === "exited") status = m.exitReason === "DEAD" ? "ERROR" : "EXITED";
+  if (status === "RUNNING") {
+    const since = fake.model.runningSince(m.id);
+    if (since !== null) {
+      const graphqlRuntime = fake.runtime(m, Date.now() - since);
+      runtime = {
+        uptime: graphqlRuntime.uptimeInSeconds,
+        gpus: Array.from({ length: m.gpuCount }, () => ({ util: 0, memoryUtil: 3 })),
+        cpu: { util: 1 },
+        memory: { util: 2 },
+        ports: ((graphqlRuntime.ports as Record<string, unknown>[] | null) ?? []).map((p) => ({
+          private: p.privatePort,
+          public: p.publicPort,
+          type: p.type,
+          ip: p.ip,
+        })),
+      };
+    } else if (fake.quirks.restEmptyRuntime) runtime = {};
+  }
+  const runtimePorts = (runtime?.ports as { private: number; public: number; type: string; ip: string }[]) ?? [];
+  const sshPort = runtimePorts.find((p) => p.private === 22 && p.type === "tcp" && !p.ip.startsWith("100.65."));
+  const stopped = status === "EXITED" || status === "TERMINATED" || status === "ERROR";
+  const envEntries = (meta.env as string[]).map((e) => {
+    const at = e.indexOf("=");
+    return [e.slice(0, at), e.slice(at + 1)] as const;
+  });
+  return {
+    id: m.id,
+    name: m.label ?? "",
+    status,
+    actions: stopped ? ["start", "terminate"] : ["stop", "restart", "terminate"],
+    image: meta.imageName,
+    args: meta.dockerArgs ?? "",
+    disk: meta.containerDiskInGb,
+    mounts: {},
+    ports: parsePorts(meta.ports as string).map((p) => `${p.port}/${p.type}`),
+    env: Object.fromEntries(envEntries),
+    registry: null,
+    gpu: { id: m.offerKey, count: m.gpuCount },
+    cloud: meta.cloudType === "COMMUNITY" ? "COMMUNITY" : "SECURE",
+    dataCenterId: meta.dataCenterId ?? null,
+    cudaVersion: "12.8",
+    ssh: {
+      proxy: {
+        host: "ssh.runpod.io",
+        port: 22,
+        username: `${m.id}-64411eb2`,
+        command: `ssh ${m.id}-64411eb2@ssh.runpod.io`,
+      },
+      direct: sshPort
+        ? {
+            host: sshPort.ip,
+            port: sshPort.public,
+            username: "root",
+            command: `ssh root@${sshPort.ip} -p ${sshPort.public}`,
+          }
+        : null,
+    },
+    template: null,
+    // "Current cost in USD per hour (0.0 when EXITED or TERMINATED)".
+    cost: stopped ? 0 : m.pricePerHour,
+    locked: fake.lockedPods.has(m.id),
+    globalNetworking: { enabled: false },
+    runtime,
+    createdAt: new Date(m.createdAt).toISOString(),
+    startedAt: fake.model.runningSince(m.id) !== null ? new Date(fake.model.runningSince(m.id)!).toISOString() : null,
+  };
+}

@@ -1,0 +1,219 @@
+import { env } from "cloudflare:workers";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { ProviderError } from "../../src/providers/http";
+import { createRunpodProvider } from "../../src/providers/runpod";
+import { createRunpodRestProvider } from "../../src/providers/runpod-rest";
+import { createSimProvider } from "../../src/providers/sim";
+import { type LookupHint, type MachineSpec, type Provider, ProviderOfferSchema } from "../../src/providers/types";
+import { createVastProvider } from "../../src/providers/vast";
+import { createVramfarmProvider } from "../../src/providers/vramfarm";
+import { simCloud } from "../../src/sim/cloud";
+import { type InstalledFakes, installFakes } from "../fakes/install";
+import { RUNPOD_FAKE_KEY, RUNPOD_FAKE_URL, RunpodFake } from "../fakes/runpod";
+import { VAST_FAKE_KEY, VAST_FAKE_URL, VastFake } from "../fakes/vast";
+import { VRAMFARM_FAKE_TOKEN, VRAMFARM_FAKE_URL, VramfarmFake } from "../fakes/vramfarm";
+
+/*
+ * The Provider port's contract (src/providers/types.ts), run over every adapter against its
+ * wire-faithful fake, and over the sim: the same rent → run → list → terminate → gone life, the
+ * same failure rules. Each provider's quirks are tested in its own file (docs/providers.md).
+ */
+
+const T0 = Date.parse("2031-09-01T00:00:00Z");
+const noSleep = async () => {};
+
+interface Subject {
+  name: string;
+  provider: Provider;
+  /** a listing that fails at the provider (HTTP 500) */
+  failListing?: () => void;
+  /** the machine disappears behind our back */
+  remove: (ref: string) => void;
+}
+
+const subjects: Record<string, () => Promise<Subject>> = {
+  "RunPod REST v2": async () => {
+    const fake = new RunpodFake();
+    fakes = installFakes(fake);
+    const graphql = createRunpodProvider({
+      apiKey: RUNPOD_FAKE_KEY,
+      url: RUNPOD_FAKE_URL,
+      proxyTemplate: PROXY,
+      sleep: noSleep,
+    });
+    return {
+      name: "runpod",
+      provider: createRunpodRestProvider({
+        apiKey: RUNPOD_FAKE_KEY,
+        baseUrl: "http://runpod.fake",
+        proxyTemplate: PROXY,
+        minCudaVersion: "12.4",
+        balance: () => graphql.balance(),
+        sleep: noSleep,
+      }),
+      failListing: () => fake.fault("gpuTypes", { kind: "status", status: 500 }, 10),
+      remove: (ref) => fake.removePod(ref),
+    };
+  },
+  "RunPod GraphQL": async () => {
+    const fake = new RunpodFake();
+    fakes = installFakes(fake);
+    return {
+      name: "runpod",
+      provider: createRunpodProvider({
+        apiKey: RUNPOD_FAKE_KEY,
+        url: RUNPOD_FAKE_URL,
+        proxyTemplate: PROXY,
+        minCudaVersion: "12.4",
+        sleep: noSleep,
+      }),
+      failListing: () => fake.fault("gpuTypes", { kind: "status", status: 500 }, 10),
+      remove: (ref) => fake.removePod(ref),
+    };
+  },
+  "Vast.ai": async () => {
+    const fake = new VastFake();
+    fakes = installFakes(fake);
+    return {
+      name: "vast",
+      provider: createVastProvider({ apiKey: VAST_FAKE_KEY, baseUrl: VAST_FAKE_URL, sleep: noSleep }),
+      failListing: () => fake.inject("offers", { kind: "http", status: 500 }, 10),
+      remove: (ref) => fake.model.remove(ref),
+    };
+  },
+  VRAMfarm: async () => {
+    const fake = new VramfarmFake();
+    fakes = installFakes(fake);
+    return {
+      name: "vramfarm",
+      provider: createVramfarmProvider({
+        apiKey: VRAMFARM_FAKE_TOKEN,
+        baseUrl: VRAMFARM_FAKE_URL,
+        eurUsd: 1.08,
+        sleep: noSleep,
+      }),
+      failListing: () => {
+        fake.inject("offers", { kind: "http", status: 500 }, 10);
+        fake.inject("offerTypes", { kind: "http", status: 500 }, 10);
+      },
+      remove: (ref) => fake.model.remove(ref),
+    };
+  },
+  sim: async () => {
+    const cloud = simCloud(env.SIM_CLOUD);
+    await cloud.reset();
+    await cloud.configure({ bootSeconds: 5, readySeconds: 0, lingerSeconds: 0, creditUsd: 100_000 });
+    return {
+      name: "sim",
+      provider: createSimProvider({ namespace: env.SIM_CLOUD, clock: () => Date.now() }),
+      remove: () => {
+        throw new Error("the sim has no back door");
+      },
+    };
+  },
+};
+
+const PROXY = "http://{id}-{port}.proxy.runpod.fake";
+let fakes: InstalledFakes | null = null;
+
+const spec = (label: string): MachineSpec => ({
+  label,
+  template: "custom",
+  image: "ghcr.io/example/batch:1",
+  cmd: "python run.py",
+  env: { MODE: "test" },
+  // No HTTP ports: VRAMfarm publishes none (SSH only); ssh access is what every provider gives.
+  ports: [],
+  disk_gb: 40,
+  weights_gb: 8,
+  context_length: null,
+  max_minutes: 60,
+});
+
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ["Date"] });
+  vi.setSystemTime(T0);
+});
+afterEach(() => {
+  fakes?.restore();
+  fakes = null;
+  vi.useRealTimers();
+});
+
+const advance = (ms: number) => vi.setSystemTime(Date.now() + ms);
+
+describe.each(Object.keys(subjects))("the Provider contract: %s", (subjectName) => {
+  let s: Subject;
+  beforeEach(async () => {
+    s = await subjects[subjectName]!();
+  });
+
+  async function rented(label: string): Promise<{ ref: string; hint: LookupHint }> {
+    const offers = await s.provider.listOffers({ template: "custom" });
+    const offer = offers.find((o) => o.templates.includes("custom"));
+    if (!offer) throw new Error("no offer for the custom template");
+    const createdAfter = new Date(Date.now() - 1000).toISOString();
+    const result = await s.provider.rent(offer, spec(label));
+    if (!result.ok) throw new Error(`rent failed: ${result.error}`);
+    return {
+      ref: result.ref,
+      hint: { createdAfter, offerId: offer.offer_id, image: spec(label).image, knownRefs: [] },
+    };
+  }
+
+  it("declares who it is, its currency and when billing starts", () => {
+    expect(s.provider.name).toBe(s.name);
+    expect(["USD", "EUR"]).toContain(s.provider.currency);
+    expect(["accepted", "running"]).toContain(s.provider.billingStartsAt);
+    expect(s.provider.minimumBilledMinutes).toBeGreaterThanOrEqual(0);
+  });
+
+  it("lists well-formed offers of its own, each rentable again by its id", async () => {
+    const offers = await s.provider.listOffers({});
+    expect(offers.length).toBeGreaterThan(0);
+    for (const offer of offers) {
+      expect(ProviderOfferSchema.parse(offer)).toEqual(offer);
+      expect(offer.provider).toBe(s.name);
+      expect(offer.offer_id.startsWith(`${s.name}:`)).toBe(true);
+      expect(offer.currency).toBe(s.provider.currency);
+    }
+  });
+
+  it("rents, runs, is found by label and in its own listing, and is gone after terminate", async () => {
+    const { ref, hint } = await rented(`gl-contract-${subjectName.length}`);
+    advance(20 * 60_000);
+    const running = await s.provider.status(ref);
+    expect(running.state).toBe("running");
+    expect(running.access).not.toBeNull();
+
+    const found = await s.provider.findByLabel(`gl-contract-${subjectName.length}`, hint);
+    expect(found?.ref).toBe(ref);
+    const own = await s.provider.listOwn("gl", [ref]);
+    expect(own.map((m) => m.ref)).toContain(ref);
+
+    await s.provider.terminate(ref);
+    advance(5 * 60_000);
+    expect((await s.provider.status(ref)).state).toBe("gone");
+    // Idempotent: terminating what is gone resolves.
+    await expect(s.provider.terminate(ref)).resolves.toBeUndefined();
+  });
+
+  it("reads a machine that vanished behind its back as gone, on the provider's own word", async () => {
+    if (s.name === "sim") return;
+    const { ref } = await rented("gl-vanish");
+    s.remove(ref);
+    expect((await s.provider.status(ref)).state).toBe("gone");
+  });
+
+  it("throws a ProviderError when the listing fails, never an empty list", async () => {
+    if (!s.failListing) return;
+    s.failListing();
+    await expect(s.provider.listOffers({})).rejects.toBeInstanceOf(ProviderError);
+  });
+
+  it("reads its balance in its own currency", async () => {
+    const balance = await s.provider.balance();
+    expect(balance.currency).toBe(s.provider.currency);
+    expect(Number.isFinite(balance.amount)).toBe(true);
+  });
+});
