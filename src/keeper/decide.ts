@@ -161,13 +161,7 @@ export function capReached(lease: LeaseRow, loop: LoopState, now: number, s: Kee
 }
 
 /** The decision for a cap reached before polling. */
-export function decideCap(
-  lease: LeaseRow,
-  loop: LoopState,
-  cause: StopCause,
-  now: number,
-  s: KeeperSettings,
-): Decision {
+export function decideCap(lease: LeaseRow, loop: LoopState, cause: StopCause, now: number): Decision {
   return {
     patch: stoppingPatch(lease, loop, cause, now),
     events: [{ kind: "stop_requested", detail: `${cause.reason ?? "error"}: ${cause.detail}` }],
@@ -449,7 +443,7 @@ export function decideRental(
       ? `no machine carries this lease's label at ${creates.map((c) => c.provider).join(", ")}`
       : "no create was ever sent for this lease";
     return {
-      ...stoppedDecision(lease, nextLoop, {}, [...events, { kind: "stopped", detail: where }], now),
+      ...stoppedDecision(nextLoop, {}, [...events, { kind: "stopped", detail: where }], now),
       found: null,
     };
   }
@@ -512,7 +506,6 @@ export function decideTeardown(
   // machine running must not end the teardown.
   if (gone && nextLoop.goneReads >= 2) {
     return stoppedDecision(
-      lease,
       nextLoop,
       patch,
       [...events, { kind: "stopped", detail: "the provider confirms the machine is gone" }],
@@ -542,13 +535,7 @@ export function decideTeardown(
   return { patch, events, loop: nextLoop, nextAlarmAt: now + pace, teardownNow: false };
 }
 
-function stoppedDecision(
-  lease: LeaseRow,
-  loop: LoopState,
-  patch: LeasePatch,
-  events: NewEvent[],
-  now: number,
-): Decision {
+function stoppedDecision(loop: LoopState, patch: LeasePatch, events: NewEvent[], now: number): Decision {
   const verified: LeasePatch = { status: "stopped", stopped_at: iso(now), teardown_verified_at: iso(now) };
   // Verified at last: the flag has done its job; the error that led to the teardown comes back.
   if (loop.unverifiedFlagged) verified.error = loop.errorBeforeFlag;

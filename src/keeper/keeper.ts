@@ -150,7 +150,7 @@ export class LeaseKeeper extends DurableObject<Env> {
     let calls = 0;
     const cause = capReached(lease, loop, now, settings);
     if (cause) {
-      decision = decideCap(lease, loop, cause, now, settings);
+      decision = decideCap(lease, loop, cause, now);
     } else {
       const poll = await this.poll(services, provider, lease);
       calls = poll.calls;
@@ -186,7 +186,6 @@ export class LeaseKeeper extends DurableObject<Env> {
         loop,
         { reason: null, error: "the rental did not complete", detail: "no machine was recorded for this lease" },
         now,
-        settings,
       );
       const updated = await this.apply(services, lease, decision, now);
       if (updated)

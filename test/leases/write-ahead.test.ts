@@ -85,7 +85,12 @@ describe("write-ahead renting", () => {
       handles: (url: URL) => runpod.handles(url),
       async handle(request: Request): Promise<Response> {
         const query = await request.clone().text();
-        if (query.includes("podFindAndDeployOnDemand") && !stopSent) {
+        const path = new URL(request.url).pathname;
+        // The create and the listing on either transport: REST v2 (the default) or GraphQL.
+        const isCreate =
+          query.includes("podFindAndDeployOnDemand") || (request.method === "POST" && path === "/v2/pods");
+        const isListing = /myself[\s\S]*pods/.test(query) || (request.method === "GET" && path === "/v2/pods");
+        if (isCreate && !stopSent) {
           stopSent = true;
           const lease = await newestLease();
           await apiDirect(`/v1/leases/${lease.id}/stop`, { method: "POST" });
@@ -93,7 +98,7 @@ describe("write-ahead renting", () => {
           await (await runpod.handle(request)).arrayBuffer();
           return new Response("Internal Server Error", { status: 500 });
         }
-        if (stopSent && /myself[\s\S]*pods/.test(query) && listingFailures-- > 0)
+        if (stopSent && isListing && listingFailures-- > 0)
           return new Response("<html>502 Bad Gateway</html>", { status: 502 });
         return runpod.handle(request);
       },

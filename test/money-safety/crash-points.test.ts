@@ -132,6 +132,7 @@ beforeEach(async () => {
   install();
   await simCloud(env.SIM_CLOUD).reset();
   await env.DB.batch([
+    env.DB.prepare("DELETE FROM lease_billing"),
     env.DB.prepare("DELETE FROM leases"),
     env.DB.prepare("DELETE FROM lease_events"),
     env.DB.prepare("DELETE FROM reaper_runs"),

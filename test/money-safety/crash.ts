@@ -1,4 +1,4 @@
-import { createExecutionContext, createScheduledController, runInDurableObject } from "cloudflare:test";
+import { createExecutionContext, createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { REAPER_CRON } from "../../src/cron";
 import worker from "../../src/index";

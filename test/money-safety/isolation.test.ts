@@ -101,7 +101,8 @@ describe("stop-all", () => {
       handles: (url) => runpod.handles(url),
       async handle(request) {
         const query = await request.clone().text();
-        if (/myself[\s\S]*pods/.test(query)) {
+        const listing = request.method === "GET" && new URL(request.url).pathname === "/v2/pods";
+        if (listing || /myself[\s\S]*pods/.test(query)) {
           const row = await env.DB.prepare("SELECT status FROM leases WHERE id = ?")
             .bind(lease.id)
             .first<{ status: string }>();
