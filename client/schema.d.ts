@@ -19,7 +19,7 @@ export interface paths {
   "/v1/offers": {
     /**
      * Live offers from every configured provider, best value first
-     * @description A provider that fails, times out or is not configured is listed in `errors` and never fails the request. Listings are cached for about 30 s per query.
+     * @description A provider that fails, times out or is not configured is listed in `errors` and never fails the request. Listings come from one cache shared by every instance of the worker (OFFERS_CACHE_S, default 30 s).
      */
     get: operations["listOffers"];
   };
@@ -182,7 +182,7 @@ export interface components {
       /** @example max_minutes: Too big: expected number to be <=10080 */
       error: string;
       /** @enum {string} */
-      code: "invalid_request" | "unauthorized" | "budget_exceeded" | "forbidden" | "not_found" | "no_capacity" | "limit_reached" | "conflict" | "rate_limited" | "internal" | "provider_error";
+      code: "invalid_request" | "unauthorized" | "budget_exceeded" | "forbidden" | "not_found" | "no_capacity" | "limit_reached" | "conflict" | "rate_limited" | "internal" | "provider_error" | "config_invalid";
       /** @description the fields that failed validation (invalid_request) */
       issues?: {
           path: string;
@@ -203,7 +203,7 @@ export interface components {
       offers: components["schemas"]["Offer"][];
       /** @description providers that failed or are not configured; they never fail the request */
       errors: components["schemas"]["ProviderFailure"][];
-      /** @description when the oldest listing used was fetched (listings are cached ~30 s) */
+      /** @description when the oldest listing used was fetched (listings are shared and cached for OFFERS_CACHE_S) */
       fetched_at: string;
     };
     Offer: {
@@ -287,6 +287,8 @@ export interface components {
       expected_cost: number | null;
       /** @description in `currency`: what the provider bills so far; frozen at teardown */
       cost: number;
+      /** @description in `currency`: what the provider itself says it billed (RunPod REST billing), once known */
+      billed: number | null;
       access: ({
         urls: string[];
         ssh: {
@@ -496,6 +498,10 @@ export interface components {
       };
       /** @description leases whose teardown has not been verified after its window: check them at the provider */
       unverified_teardowns: string[];
+      /** @description leases whose create was sent but whose machine has not been found yet: the keeper keeps looking; check the provider */
+      unresolved_rentals: string[];
+      /** @description per provider and UTC day: the ledger's spend beside what the provider billed (RunPod REST) */
+      billing: components["schemas"]["BillingDay"][];
     };
     ProviderBalance: {
       /** @enum {string} */
@@ -506,6 +512,20 @@ export interface components {
       currency: "USD" | "EUR" | null;
       /** @description why the balance could not be read */
       error: string | null;
+    };
+    BillingDay: {
+      /** @enum {string} */
+      provider: "runpod" | "vast" | "vramfarm" | "sim";
+      /** @description UTC day, YYYY-MM-DD */
+      day: string;
+      /** @description what the ledger counted for that day, USD */
+      ledger: number;
+      /** @description what the provider says it billed, USD; null where it reports none per machine */
+      billed: number | null;
+      /** @description billed − ledger */
+      drift: number | null;
+      /** @enum {string} */
+      currency: "USD";
     };
     CreatedToken: {
       id: string;
@@ -814,7 +834,7 @@ export interface operations {
   };
   /**
    * Live offers from every configured provider, best value first
-   * @description A provider that fails, times out or is not configured is listed in `errors` and never fails the request. Listings are cached for about 30 s per query.
+   * @description A provider that fails, times out or is not configured is listed in `errors` and never fails the request. Listings come from one cache shared by every instance of the worker (OFFERS_CACHE_S, default 30 s).
    */
   listOffers: {
     parameters: {

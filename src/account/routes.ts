@@ -2,6 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { requireScope } from "../auth/middleware";
 import { BillingDaySchema, billingByDay } from "../billing/report";
 import { errorResponses } from "../errors";
+import { isRentalUnresolved } from "../leases/ledger";
 import { withTimeout } from "../lib/timeout";
 import { scrubError } from "../providers/scrub";
 import { CurrencySchema, type ProviderName, ProviderNameSchema, providerNames } from "../providers/types";
@@ -42,6 +43,10 @@ const AccountSchema = z
     limits: z.object({ max_active_leases: z.number().int() }),
     unverified_teardowns: z.array(z.string()).openapi({
       description: "leases whose teardown has not been verified after its window: check them at the provider",
+    }),
+    unresolved_rentals: z.array(z.string()).openapi({
+      description:
+        "leases whose create was sent but whose machine has not been found yet: the keeper keeps looking; check the provider",
     }),
     billing: z.array(BillingDaySchema).openapi({
       description: "per provider and UTC day: the ledger's spend beside what the provider billed (RunPod REST)",
@@ -104,6 +109,7 @@ export const accountRoutes = createRouter().openapi(accountRoute, async (c) => {
       unverified_teardowns: spend.activeLeases
         .filter((l) => l.status === "stopping" && l.error === "teardown_unverified")
         .map((l) => l.id),
+      unresolved_rentals: spend.activeLeases.filter(isRentalUnresolved).map((l) => l.id),
       billing,
     },
     200,

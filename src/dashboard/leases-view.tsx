@@ -1,7 +1,7 @@
 import { hasScope } from "../auth/middleware";
 import type { Config } from "../config";
 import { billedFrom, costCapAt, timeCapAt, timeCost } from "../keeper/billing";
-import { type LeaseRow, toLease } from "../leases/ledger";
+import { isRentalUnresolved, type LeaseRow, toLease } from "../leases/ledger";
 import type { Lease, LeaseEvent } from "../leases/schema";
 import type { Caller } from "../services";
 import { duration, money } from "./format";
@@ -266,9 +266,7 @@ export function LeaseTable({ views, caller, csrf, caption, empty }: LeaseTablePr
 /** Unverified teardowns and unresolved rentals: a person must look at these before anything else. */
 export function Alarms({ rows }: { rows: readonly LeaseRow[] }) {
   const unverified = rows.filter((r) => r.status === "stopping" && r.error === "teardown_unverified");
-  const unresolved = rows.filter(
-    (r) => r.status === "stopping" && r.stop_reason === "rent_failed" && r.error !== "teardown_unverified",
-  );
+  const unresolved = rows.filter((r) => isRentalUnresolved(r) && r.error !== "teardown_unverified");
   if (!unverified.length && !unresolved.length) return null;
   return (
     <section class="alarms" aria-label="Alarms">

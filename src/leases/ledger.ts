@@ -48,6 +48,13 @@ export const SentCreateSchema = z.object({
 });
 export type SentCreate = z.infer<typeof SentCreateSchema>;
 
+/**
+ * A lease being torn down whose create was sent but whose machine was never found: whether a
+ * machine bills is unknown, so the keeper keeps looking and people must be told.
+ */
+export const isRentalUnresolved = (lease: Pick<LeaseRow, "status" | "provider_ref" | "creates">): boolean =>
+  lease.status === "stopping" && !lease.provider_ref && (lease.creates?.length ?? 0) > 0;
+
 /** When the rented provider bills from (Provider.billingStartsAt), stored at rent time. */
 export const BillingStartsAtSchema = z.enum(["accepted", "running"]);
 

@@ -36,7 +36,8 @@ describe("alarms at the top of every page", () => {
       .bind(unverified)
       .run();
     await env.DB.prepare(
-      "UPDATE leases SET status = 'stopping', stop_reason = 'rent_failed', error = 'the rental''s outcome is unknown' WHERE id = ?",
+      `UPDATE leases SET status = 'stopping', provider_ref = NULL, error = 'the rental''s outcome is unknown',
+         creates = '[{"provider":"sim","offer_id":"sim:x","sent_at":"2026-01-01T00:00:00Z"}]' WHERE id = ?`,
     )
       .bind(unresolved)
       .run();
