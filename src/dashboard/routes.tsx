@@ -5,6 +5,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { callerForToken } from "../auth/middleware";
 import { closeSession, openSession, SESSION_TTL_MS } from "../auth/sessions";
 import type { TokenRow } from "../auth/tokens-store";
+import { billingFor } from "../leases/create";
 import { listEvents } from "../leases/ledger";
 import type { Lease } from "../leases/schema";
 import { randomSecret } from "../lib/crypto";
@@ -272,16 +273,11 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
     if (form.confirm !== "1") {
       const chosen = await chooseOffer(fields, (path) => api<{ offers: Offer[] }>(c, "GET", path));
       if ("problem" in chosen) return again(chosen.problem);
-      const provider = c.get("services").providers.get(chosen.offer.provider);
-      const billing = provider ?? {
-        billingStartsAt: "accepted" as const,
-        minimumBilledMinutes: chosen.offer.min_billed_minutes,
-      };
+      const billing = billingFor(c.get("services"), chosen.offer);
       const worst = worstCase(billing, {
         pricePerHourUsd: chosen.offer.price_per_hour_usd,
         maxMinutes: Number(fields.max_minutes),
         maxCost: fields.max_cost ? Number(fields.max_cost) : null,
-        startTimeoutMin: c.get("services").config.startTimeoutMin,
       });
       return page(
         c,
@@ -291,7 +287,7 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
           offer={chosen.offer}
           worst={worst}
           startTimeoutMin={c.get("services").config.startTimeoutMin}
-          billingStartsAt={billing.billingStartsAt}
+          billingStartsAt={billing.startsAt}
           idempotencyKey={`dash-${randomSecret(12)}`}
           csrf={csrf}
         />,

@@ -1,13 +1,4 @@
-import type { Provider } from "../providers/types";
-
-export interface WorstCaseInput {
-  /** the offer's price per hour, converted to USD */
-  pricePerHourUsd: number;
-  maxMinutes: number;
-  /** USD */
-  maxCost: number | null;
-  startTimeoutMin: number;
-}
+import { type WorstCaseBilling, worstCaseMinutes, worstCaseUsd } from "../leases/create";
 
 export interface WorstCase {
   usd: number;
@@ -18,20 +9,19 @@ export interface WorstCase {
 }
 
 /**
- * The budget's worst case for a rental, as the confirmation shows it: price × (START_TIMEOUT_MIN +
- * max_minutes) where the provider bills while the machine boots, price × max(max_minutes, its
- * minimum billed minutes) where billing starts at `running`; max_cost when that is smaller.
+ * The budget's worst case for a rental (the same formula the rent path checks), with the figures
+ * the confirmation page explains it by.
  */
 export function worstCase(
-  provider: Pick<Provider, "billingStartsAt" | "minimumBilledMinutes">,
-  input: WorstCaseInput,
+  billing: WorstCaseBilling,
+  input: { pricePerHourUsd: number; maxMinutes: number; maxCost: number | null },
 ): WorstCase {
-  const billedMinutes =
-    provider.billingStartsAt === "accepted"
-      ? input.startTimeoutMin + input.maxMinutes
-      : Math.max(input.maxMinutes, provider.minimumBilledMinutes);
+  const usd = worstCaseUsd(
+    { price_per_hour_usd: input.pricePerHourUsd },
+    { max_minutes: input.maxMinutes, max_cost: input.maxCost ?? undefined },
+    billing,
+  );
+  const billedMinutes = worstCaseMinutes(billing, input.maxMinutes);
   const byTime = (input.pricePerHourUsd * billedMinutes) / 60;
-  const cappedByMaxCost = input.maxCost !== null && input.maxCost < byTime;
-  const usd = cappedByMaxCost && input.maxCost !== null ? input.maxCost : byTime;
-  return { usd: Math.round(usd * 1e6) / 1e6, billedMinutes, cappedByMaxCost };
+  return { usd, billedMinutes, cappedByMaxCost: input.maxCost !== null && input.maxCost < byTime };
 }

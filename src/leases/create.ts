@@ -229,6 +229,13 @@ export function billingFor(
   };
 }
 
+/** The minutes the worst case bills: boot time included where billing starts at the accepted rental. */
+export function worstCaseMinutes(billing: WorstCaseBilling, maxMinutes: number): number {
+  return billing.startsAt === "accepted"
+    ? billing.startTimeoutMin + maxMinutes
+    : Math.max(maxMinutes, billing.minimumMinutes);
+}
+
 /**
  * USD a lease can cost at most on this offer: price × (START_TIMEOUT_MIN + max_minutes) where
  * the provider bills while the machine boots, price × max(max_minutes, minimum) where it bills
@@ -239,11 +246,7 @@ export function worstCaseUsd(
   input: Pick<LeaseInput, "max_minutes" | "max_cost">,
   billing: WorstCaseBilling,
 ): number {
-  const minutes =
-    billing.startsAt === "accepted"
-      ? billing.startTimeoutMin + input.max_minutes
-      : Math.max(input.max_minutes, billing.minimumMinutes);
-  const byTime = (offer.price_per_hour_usd * minutes) / 60;
+  const byTime = (offer.price_per_hour_usd * worstCaseMinutes(billing, input.max_minutes)) / 60;
   return Math.round(Math.min(byTime, input.max_cost ?? Number.POSITIVE_INFINITY) * 1e6) / 1e6;
 }
 

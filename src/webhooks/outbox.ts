@@ -2,7 +2,7 @@ import { newId } from "../lib/ids";
 import { iso } from "../lib/time";
 import { type LedgerEvent, type WebhookEventType, webhookTypesFor } from "./events";
 
-/** The first retry comes this soon after a failure (api.md: within a minute). */
+/** The first retry comes this soon after a failure (README § Webhooks: within a minute). */
 export const FIRST_RETRY_MS = 30_000;
 /** Backoff doubles up to this gap between tries. */
 export const MAX_RETRY_GAP_MS = 4 * 3_600_000;

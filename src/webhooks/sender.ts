@@ -9,7 +9,7 @@ import { type AttemptOutcome, claimDue, type DueDelivery, freezeEventData, nextD
 import { openSecret } from "./secrets";
 import { signatureHeader } from "./signing";
 
-/** No answer within this long is a failed try (api.md: 10 s). */
+/** No answer within this long is a failed try (README § Webhooks: 10 s). */
 export const ATTEMPT_TIMEOUT_MS = 10_000;
 /** Deliveries one alarm claims; the rest wait for the next alarm a second later. */
 const BATCH = 24;
