@@ -108,3 +108,8 @@ export function errorResponses(...codes: ErrorCode[]) {
   }
   return responses;
 }
+
+/** The HTTP answer to a refused rental: its code names the status (statusByCode), its detail rides along. */
+export function refusalError(refusal: { code: ErrorCode; message: string; detail: Record<string, unknown> }): ApiError {
+  return new ApiError(refusal.code, refusal.message, refusal.detail);
+}

@@ -1,4 +1,4 @@
-import { ApiError } from "../errors";
+import { RentRefusal } from "../leases/refusal";
 import type { Services } from "../services";
 import { loadSpend, roundUsd, type Spend } from "./spend";
 
@@ -44,7 +44,7 @@ export async function assertWithinBudget(services: Services, worstCaseUsd: numbe
   );
   if (!breach) return;
   const period = breach.period === "daily" ? "today's" : "this month's";
-  throw new ApiError(
+  throw new RentRefusal(
     "budget_exceeded",
     `this rental may cost up to ${roundUsd(worstCaseUsd)} USD, which would take ${period} committed spend to ` +
       `${roundUsd(breach.amountUsd)} USD, over the ${breach.period} budget of ${breach.budgetUsd} USD`,

@@ -1,6 +1,5 @@
 import { assertWithinBudget, rentalBreach } from "../account/budget";
 import { roundUsd } from "../account/spend";
-import { ApiError } from "../errors";
 import { keeperFor } from "../keeper/client";
 import { randomSecret, sha256Hex } from "../lib/crypto";
 import { newId } from "../lib/ids";
@@ -28,6 +27,7 @@ import {
   writeAheadCreate,
 } from "./ledger";
 import { withinProviderLimits } from "./provider-limits";
+import { type RentOutcome, RentRefusal } from "./refusal";
 import type { Lease, LeaseInput, RESERVED_ENV_PREFIX, RentAttempt } from "./schema";
 
 /** Offers tried per request, and the time they may take (an HTTP request has about 30 s). */
@@ -57,10 +57,20 @@ export interface CreateOptions {
  * Rents a machine for `input`: writes the lease row first, then tries the offers in order,
  * resolving an ambiguous create by its label before anything else, and hands the lease to its
  * keeper. `created` is false when the idempotency key already named a lease (nothing rented).
- * Throws ApiError: 400 unknown offer, 402 budget, 409 limit_reached or no_capacity, 502 when a
- * rental's outcome could not be learnt (the lease is then torn down by its keeper).
+ * A refusal is an outcome, not an exception: an unknown offer or one over the provider's limits,
+ * the budget, MAX_ACTIVE_LEASES, no capacity, or a rental whose outcome could not be learnt (the
+ * lease is then torn down by its keeper). Anything else (a D1 failure) still throws.
  */
-export async function createLease(
+export async function createLease(services: Services, input: LeaseInput, options: CreateOptions): Promise<RentOutcome> {
+  try {
+    return { ok: true, ...(await rentLease(services, input, options)) };
+  } catch (error) {
+    if (error instanceof RentRefusal) return { ok: false, refusal: error };
+    throw error;
+  }
+}
+
+async function rentLease(
   services: Services,
   input: LeaseInput,
   options: CreateOptions,
@@ -105,7 +115,7 @@ export async function createLease(
   );
   if (inserted.kind === "duplicate") return { lease: toLease(inserted.row), created: false };
   if (inserted.kind === "limit_reached") {
-    throw new ApiError(
+    throw new RentRefusal(
       "limit_reached",
       `${services.config.maxActiveLeases} leases are active (MAX_ACTIVE_LEASES); stop one first`,
     );
@@ -115,7 +125,7 @@ export async function createLease(
     // Refused before anything was sent anywhere: the row goes, as if never written.
     await deleteUnsentLease(services.db, leaseId);
     const period = breach.period === "daily" ? "today's" : "this month's";
-    throw new ApiError(
+    throw new RentRefusal(
       "budget_exceeded",
       `this rental together with the leases before it would take ${period} committed spend to ` +
         `${roundUsd(breach.amountUsd)} USD, over the ${breach.period} budget of ${breach.budgetUsd} USD`,
@@ -139,7 +149,7 @@ export async function createLease(
       teardown_verified_at: iso(now),
       error: detail,
     });
-    throw new ApiError("provider_error", `${detail}; nothing was rented`, { lease_id: leaseId });
+    throw new RentRefusal("provider_error", `${detail}; nothing was rented`, { lease_id: leaseId });
   }
 
   const base = services.config.publicUrl ?? options.origin?.replace(/\/+$/, "") ?? LOCAL_ORIGIN;
@@ -185,15 +195,19 @@ async function candidateOffers(services: Services, input: LeaseInput): Promise<R
     try {
       offer = await findOffer(services, input.offer_id, sizing);
     } catch (error) {
-      throw new ApiError("provider_error", `could not look the offer up: ${safeMessage(services, error)}`);
+      throw new RentRefusal("provider_error", `could not look the offer up: ${safeMessage(services, error)}`);
     }
     if (!offer) {
-      throw new ApiError("invalid_request", `unknown offer_id "${input.offer_id}" (list offers with GET /v1/offers)`, {
-        issues: [{ path: "offer_id", message: "no configured provider offers this" }],
-      });
+      throw new RentRefusal(
+        "invalid_request",
+        `unknown offer_id "${input.offer_id}" (list offers with GET /v1/offers)`,
+        {
+          issues: [{ path: "offer_id", message: "no configured provider offers this" }],
+        },
+      );
     }
     if (!offer.templates.includes(input.template)) {
-      throw new ApiError("invalid_request", `offer ${input.offer_id} cannot run the ${input.template} template`, {
+      throw new RentRefusal("invalid_request", `offer ${input.offer_id} cannot run the ${input.template} template`, {
         issues: [{ path: "template", message: `this offer runs ${offer.templates.join(", ")}` }],
       });
     }
@@ -202,7 +216,7 @@ async function candidateOffers(services: Services, input: LeaseInput): Promise<R
   const listed = await listRankedOffers(services, offersQueryFor(input));
   if (listed.offers.length === 0) {
     const why = listed.errors.map((e) => `${e.provider}: ${e.error}`).join("; ");
-    throw new ApiError("no_capacity", `no offer matches the request${why ? ` (${why})` : ""}`, {
+    throw new RentRefusal("no_capacity", `no offer matches the request${why ? ` (${why})` : ""}`, {
       attempts: listed.errors.map((e) => ({ offer_id: `${e.provider}:*`, error: e.error })),
     });
   }
@@ -259,7 +273,7 @@ async function affordable(services: Services, input: LeaseInput, offers: RankedO
       await assertWithinBudget(services, worstCaseUsd(offer, input, billingFor(services, offer)));
       kept.push(offer);
     } catch (error) {
-      if (!(error instanceof ApiError) || error.code !== "budget_exceeded") throw error;
+      if (!(error instanceof RentRefusal) || error.code !== "budget_exceeded") throw error;
       refusal ??= error;
     }
   }
@@ -387,7 +401,7 @@ async function rent(
       });
       await appendEvents(services.db, lease.id, iso(now), events);
       await startKeeper(services, keeper, lease.id);
-      throw new ApiError("provider_error", `${error}; the lease is being torn down`, { lease_id: lease.id });
+      throw new RentRefusal("provider_error", `${error}; the lease is being torn down`, { lease_id: lease.id });
     }
     case "failed": {
       const error = attempts.length ? "no offer could be rented" : "no offer was tried";
@@ -407,7 +421,7 @@ async function rent(
       await appendEvents(services.db, lease.id, iso(now), events);
       if (ambiguousAt) await startKeeper(services, keeper, lease.id);
       else await wakeOutbox(services.env);
-      throw new ApiError("no_capacity", `${error}: every attempt was refused`, { attempts, lease_id: lease.id });
+      throw new RentRefusal("no_capacity", `${error}: every attempt was refused`, { attempts, lease_id: lease.id });
     }
   }
 }

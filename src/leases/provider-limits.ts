@@ -1,6 +1,6 @@
-import { ApiError } from "../errors";
 import type { RankedOffer } from "../offers/service";
 import type { Services } from "../services";
+import { RentRefusal } from "./refusal";
 import type { LeaseInput } from "./schema";
 
 /**
@@ -20,5 +20,7 @@ export function withinProviderLimits(services: Services, input: LeaseInput, offe
   const issues = [...problems].flatMap(([provider, list]) =>
     list.map((message) => ({ path: message.startsWith("env") ? "env" : "cmd", message: `${provider}: ${message}` })),
   );
-  throw new ApiError("invalid_request", `the lease exceeds the provider's limits: ${issues[0]!.message}`, { issues });
+  throw new RentRefusal("invalid_request", `the lease exceeds the provider's limits: ${issues[0]!.message}`, {
+    issues,
+  });
 }

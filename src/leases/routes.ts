@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { createMiddleware } from "hono/factory";
 import { streamSSE } from "hono/streaming";
 import { requireScope } from "../auth/middleware";
-import { ApiError, errorResponses } from "../errors";
+import { ApiError, errorResponses, refusalError } from "../errors";
 import { keeperFor } from "../keeper/client";
 import { bearerSecurity, createRouter, idParams, jsonResponse, limitQuery } from "../router";
 import type { AppEnv, Services } from "../services";
@@ -180,11 +180,13 @@ const doneRoute = createRoute({
 export const leaseRoutes = createRouter()
   .openapi(createLeaseRoute, async (c) => {
     const services = c.get("services");
-    const { lease, created } = await createLease(services, c.req.valid("json"), {
+    const outcome = await createLease(services, c.req.valid("json"), {
       idempotencyKey: c.req.valid("header")["idempotency-key"] ?? null,
       tokenId: c.get("caller").tokenId,
       origin: new URL(c.req.url).origin,
     });
+    if (!outcome.ok) throw refusalError(outcome.refusal);
+    const { lease, created } = outcome;
     return created ? c.json(lease, 202) : c.json(lease, 200);
   })
   .openapi(listLeasesRoute, async (c) => {

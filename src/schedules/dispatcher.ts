@@ -1,7 +1,7 @@
 import { enforceBudget } from "../account/enforce";
-import { ApiError } from "../errors";
 import { createLease } from "../leases/create";
 import { appendEvent } from "../leases/ledger";
+import type { RentRefusal } from "../leases/refusal";
 import { iso, ms } from "../lib/time";
 import type { Services } from "../services";
 import { enqueue, scheduleEvent } from "../webhooks/outbox";
@@ -168,8 +168,9 @@ async function attempt(
   }
 
   const attemptNo = await attemptsSoFar(db, schedule.id, dueIso);
+  let outcome: Classified;
   try {
-    const { lease } = await createLease(
+    const rented = await createLease(
       services,
       { ...schedule.lease_spec, name: schedule.lease_spec.name ?? schedule.name },
       {
@@ -181,27 +182,31 @@ async function attempt(
         origin: services.config.publicUrl ?? schedule.origin ?? FALLBACK_ORIGIN,
       },
     );
-    await finish("started", null, lease.id, true);
-    await appendEvent(db, lease.id, at, {
-      kind: "schedule_run",
-      detail: `started by schedule ${schedule.id} for the run due ${dueIso}`,
-    });
-    summary.started.push(lease.id);
-  } catch (error) {
-    const outcome = classify(error, offers.kind === "unknown");
-    const canRetry = nextRetryAt(ms(dueIso), now) !== null;
-    if (outcome.retry && canRetry) {
-      await finish("retrying", `retrying: ${outcome.detail}`, outcome.leaseId, true);
-      summary.retrying++;
-    } else {
-      await finish(
-        outcome.retry ? "skipped" : outcome.status,
-        outcome.retry ? `gave up: ${outcome.detail}` : outcome.detail,
-        outcome.leaseId,
-        true,
-      );
-      summary.skipped++;
+    if (rented.ok) {
+      await finish("started", null, rented.lease.id, true);
+      await appendEvent(db, rented.lease.id, at, {
+        kind: "schedule_run",
+        detail: `started by schedule ${schedule.id} for the run due ${dueIso}`,
+      });
+      summary.started.push(rented.lease.id);
+      return;
     }
+    outcome = classify(rented.refusal, offers.kind === "unknown");
+  } catch (error) {
+    outcome = unexpected(error);
+  }
+  const canRetry = nextRetryAt(ms(dueIso), now) !== null;
+  if (outcome.retry && canRetry) {
+    await finish("retrying", `retrying: ${outcome.detail}`, outcome.leaseId, true);
+    summary.retrying++;
+  } else {
+    await finish(
+      outcome.retry ? "skipped" : outcome.status,
+      outcome.retry ? `gave up: ${outcome.detail}` : outcome.detail,
+      outcome.leaseId,
+      true,
+    );
+    summary.skipped++;
   }
 }
 
@@ -213,28 +218,30 @@ interface Classified {
 }
 
 /** What a refused rental means for the run: try again later, skip it, or record a failure. */
-function classify(error: unknown, listingFailed: boolean): Classified {
-  if (error instanceof ApiError) {
-    const leaseId = error.detail.lease_id ?? null;
-    switch (error.code) {
-      case "no_capacity":
-        // Without a lease row no offer was even tried: none matched, or a listing failed.
-        return {
-          retry: leaseId !== null || listingFailed,
-          status: "skipped",
-          detail: `no capacity: ${error.message}`,
-          leaseId,
-        };
-      case "limit_reached":
-        return { retry: true, status: "skipped", detail: error.message, leaseId };
-      case "budget_exceeded":
-        return { retry: false, status: "skipped", detail: `budget: ${error.message}`, leaseId };
-      case "provider_error":
-        return { retry: true, status: "failed", detail: error.message, leaseId };
-      default:
-        return { retry: false, status: "failed", detail: `${error.code}: ${error.message}`, leaseId };
-    }
+function classify(refusal: RentRefusal, listingFailed: boolean): Classified {
+  const leaseId = refusal.leaseId;
+  switch (refusal.code) {
+    case "no_capacity":
+      // Without a lease row no offer was even tried: none matched, or a listing failed.
+      return {
+        retry: leaseId !== null || listingFailed,
+        status: "skipped",
+        detail: `no capacity: ${refusal.message}`,
+        leaseId,
+      };
+    case "limit_reached":
+      return { retry: true, status: "skipped", detail: refusal.message, leaseId };
+    case "budget_exceeded":
+      return { retry: false, status: "skipped", detail: `budget: ${refusal.message}`, leaseId };
+    case "provider_error":
+      return { retry: true, status: "failed", detail: refusal.message, leaseId };
+    default:
+      return { retry: false, status: "failed", detail: `${refusal.code}: ${refusal.message}`, leaseId };
   }
+}
+
+/** A failure that is no refusal (D1 down, a bug): worth another try while the run may retry. */
+function unexpected(error: unknown): Classified {
   return {
     retry: true,
     status: "failed",

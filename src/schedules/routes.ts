@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requireScope } from "../auth/middleware";
-import { ApiError, errorResponses } from "../errors";
+import { ApiError, errorResponses, refusalError } from "../errors";
 import { createLease } from "../leases/create";
 import { appendEvent } from "../leases/ledger";
 import { LeaseSchema } from "../leases/schema";
@@ -232,7 +232,7 @@ export const scheduleRoutes = createRouter()
   .openapi(runNowRoute, async (c) => {
     const services = c.get("services");
     const row = await scheduleOr404(services, c.req.valid("param").id);
-    const { lease, created } = await createLease(
+    const outcome = await createLease(
       services,
       { ...row.lease_spec, name: row.lease_spec.name ?? row.name },
       {
@@ -242,6 +242,8 @@ export const scheduleRoutes = createRouter()
         origin: new URL(c.req.url).origin,
       },
     );
+    if (!outcome.ok) throw refusalError(outcome.refusal);
+    const { lease, created } = outcome;
     if (!created) return c.json(lease, 200);
     const at = iso(services.clock());
     await insertRunStatement(services.db, {
