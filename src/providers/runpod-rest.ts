@@ -1,7 +1,18 @@
 import { gpuSpecFor } from "./gpus";
 import { HttpClient, type HttpResponse, ProviderError } from "./http";
 import { OLLAMA_PORT, ollamaAnswers } from "./ollama";
-import { clouds, type ParsedOffer, parseOfferId, podEnv, podPorts, round4, SSH_PORT, shellQuote } from "./runpod";
+import {
+  clouds,
+  httpPortsOf,
+  type ParsedOffer,
+  parseOfferId,
+  podEnv,
+  podPorts,
+  podProxyUrl,
+  round4,
+  SSH_PORT,
+  shellQuote,
+} from "./runpod";
 import {
   BillingSchema,
   type CatalogGpu,
@@ -58,8 +69,7 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
   });
   const fetchImpl = options.fetch ?? ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init));
   const url = (path: string) => `${options.baseUrl}${path}`;
-  const proxyUrl = (podId: string, port: number) =>
-    options.proxyTemplate.replaceAll("{id}", podId).replaceAll("{port}", String(port));
+  const proxyUrl = (podId: string, port: number) => podProxyUrl(options.proxyTemplate, podId, port);
   const problem = (response: HttpResponse) =>
     problemOf(response.status, response.headers.get("content-type"), response.json);
 
@@ -193,11 +203,7 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
   }
 
   function accessOf(pod: RestPod): Access {
-    const httpPorts = new Set<number>();
-    for (const entry of pod.ports ?? []) {
-      const [port, type] = entry.trim().split("/");
-      if (type === "http" && port && /^\d+$/.test(port)) httpPorts.add(Number(port));
-    }
+    const httpPorts = httpPortsOf(pod.ports ?? []);
     // HTTP ports are reached only through the proxy; ssh through its published 22/tcp mapping.
     const urls = [...httpPorts].map((port) => proxyUrl(pod.id, port));
     const direct = pod.ssh?.direct;

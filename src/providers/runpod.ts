@@ -87,8 +87,7 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
   const fetchImpl = options.fetch ?? ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init));
   const now = options.now ?? Date.now;
 
-  const proxyUrl = (podId: string, port: number) =>
-    options.proxyTemplate.replaceAll("{id}", podId).replaceAll("{port}", String(port));
+  const proxyUrl = (podId: string, port: number) => podProxyUrl(options.proxyTemplate, podId, port);
 
   /**
    * One GraphQL call. RunPod answers application errors with HTTP 200 and an `errors` array
@@ -250,11 +249,7 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
   }
 
   function accessOf(pod: Pod): Access {
-    const httpPorts = new Set<number>();
-    for (const entry of (pod.ports ?? "").split(",")) {
-      const [port, type] = entry.trim().split("/");
-      if (type === "http" && port && /^\d+$/.test(port)) httpPorts.add(Number(port));
-    }
+    const httpPorts = httpPortsOf((pod.ports ?? "").split(","));
     for (const port of pod.runtime?.ports ?? []) if (port.type === "http") httpPorts.add(port.privatePort);
     // HTTP ports show an internal 100.65.x.x address (isIpPublic false): only the proxy reaches them.
     const urls = [...httpPorts].map((port) => proxyUrl(pod.id, port));
@@ -406,6 +401,21 @@ function createFailureKind(error: ProviderError): "rejected" | "ambiguous" {
   if (error.status === 400 || error.kind === "auth" || error.kind === "rate_limited") return "rejected";
   // timeout, network failure, 5xx, a body that is not GraphQL: the pod may exist.
   return "ambiguous";
+}
+
+/** A pod's HTTP port as the proxy serves it (RUNPOD_PROXY_TEMPLATE, `{id}` and `{port}`). */
+export function podProxyUrl(template: string, podId: string, port: number): string {
+  return template.replaceAll("{id}", podId).replaceAll("{port}", String(port));
+}
+
+/** The HTTP ports among port specs such as `11434/http` or `22/tcp` (both transports use them). */
+export function httpPortsOf(specs: Iterable<string>): Set<number> {
+  const ports = new Set<number>();
+  for (const entry of specs) {
+    const [port, type] = entry.trim().split("/");
+    if (type === "http" && port && /^\d+$/.test(port)) ports.add(Number(port));
+  }
+  return ports;
 }
 
 export function shellQuote(value: string): string {
