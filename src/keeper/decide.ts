@@ -451,15 +451,16 @@ export function decideRental(
   const since = lease.stop_requested_at ? ms(lease.stop_requested_at) : now;
   const pace = now - since >= s.unverifiedAfterMs ? s.slowVerifyMs : s.verifyIntervalMs;
   const patch: LeasePatch = {};
-  if (!nextLoop.unverifiedFlagged && now - since >= s.unverifiedAfterMs) {
-    nextLoop.unverifiedFlagged = true;
-    nextLoop.errorBeforeFlag = lease.error;
-    patch.error = "teardown_unverified";
-    events.push({
-      kind: "teardown_unverified",
-      detail: `whether a machine exists is not known after ${Math.round(s.unverifiedAfterMs / 60_000)} minutes; still looking`,
-    });
-  }
+  flagUnverified(
+    lease,
+    nextLoop,
+    patch,
+    events,
+    now - since,
+    s,
+    "whether a machine exists is not known",
+    "still looking",
+  );
   const waits = [now + pace, ...dueTimes, ...(creates.length === 0 ? [createdAt + s.rentWindowMs] : [])];
   const nextAlarmAt = open.length && dueTimes.length === open.length ? Math.min(...dueTimes) : Math.min(...waits);
   return {
@@ -522,15 +523,7 @@ export function decideTeardown(
   }
 
   const since = lease.stop_requested_at ? ms(lease.stop_requested_at) : now;
-  if (!nextLoop.unverifiedFlagged && now - since >= s.unverifiedAfterMs) {
-    nextLoop.unverifiedFlagged = true;
-    nextLoop.errorBeforeFlag = lease.error;
-    patch.error = "teardown_unverified";
-    events.push({
-      kind: "teardown_unverified",
-      detail: `the machine is not confirmed gone after ${Math.round(s.unverifiedAfterMs / 60_000)} minutes; still trying`,
-    });
-  }
+  flagUnverified(lease, nextLoop, patch, events, now - since, s, "the machine is not confirmed gone", "still trying");
   const pace = nextLoop.unverifiedFlagged ? s.slowVerifyMs : s.verifyIntervalMs;
   return { patch, events, loop: nextLoop, nextAlarmAt: now + pace, teardownNow: false };
 }
@@ -546,4 +539,28 @@ function stoppedDecision(loop: LoopState, patch: LeasePatch, events: NewEvent[],
     nextAlarmAt: null,
     teardownNow: false,
   };
+}
+
+/**
+ * Once a teardown has gone unverified past its window: flag the lease (the error it had comes back
+ * when the teardown verifies) and say so once. The keeper goes on at a slower pace.
+ */
+function flagUnverified(
+  lease: LeaseRow,
+  loop: LoopState,
+  patch: LeasePatch,
+  events: NewEvent[],
+  elapsedMs: number,
+  s: KeeperSettings,
+  what: string,
+  goingOn: string,
+): void {
+  if (loop.unverifiedFlagged || elapsedMs < s.unverifiedAfterMs) return;
+  loop.unverifiedFlagged = true;
+  loop.errorBeforeFlag = lease.error;
+  patch.error = "teardown_unverified";
+  events.push({
+    kind: "teardown_unverified",
+    detail: `${what} after ${Math.round(s.unverifiedAfterMs / 60_000)} minutes; ${goingOn}`,
+  });
 }
