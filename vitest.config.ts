@@ -1,6 +1,7 @@
 import { availableParallelism } from "node:os";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { defineConfig, type TestProjectInlineConfiguration } from "vitest/config";
+import { BaseSequencer, type TestSpecification } from "vitest/node";
 
 /**
  * Suites of pure modules (no bindings, no fetch, no Durable Objects): they run in Node and skip
@@ -15,14 +16,6 @@ const PURE_SUITES = [
   "test/reaper/plan.test.ts",
   "test/schedules/plan.test.ts",
 ];
-
-/**
- * The fault matrix is the longest file by far; it runs once per provider (FAULT_PROVIDERS), as
- * three projects, so that its parts share the workers with the other files instead of being the
- * last one left running.
- */
-const FAULT_MATRIX = "test/robustness/faults.test.ts";
-const FAULT_PROVIDERS = ["runpod", "vast", "vramfarm"];
 
 async function workersProject(
   name: string,
@@ -54,7 +47,6 @@ async function workersProject(
             RENT_RATE_LIMIT_PER_MIN: "1000000",
             // Requests the bad-input fuzzer sends (test/robustness/fuzz.test.ts); CI keeps at least 5,000.
             FUZZ_RUNS: process.env.FUZZ_RUNS ?? "5000",
-            FAULT_PROVIDERS: FAULT_PROVIDERS.join(","),
             ...extraBindings,
           },
           // Tripwire: a provider call that escapes the in-isolate fakes must never reach a network.
@@ -71,34 +63,63 @@ async function workersProject(
       // Lease-life tests drive hundreds of keeper alarms against D1; on a loaded 2-core machine
       // that can pass 5 s. Generous, since a hang is still caught.
       testTimeout: 30_000,
+      // One workerd per vitest worker, reused by every file it runs: starting a runtime and
+      // loading the worker's modules costs about 4 s a file, more than most files take. Each
+      // file still starts from an empty ledger and fresh Durable Objects (test/setup.ts).
+      isolate: false,
     },
   };
 }
 
+/** Re-runs, with RUNPOD_TRANSPORT=graphql, the suites that take a RunPod transport end to end. */
+const GRAPHQL_TRANSPORT = "test/graphql-transport.test.ts";
+
 /**
- * The suites that also run with RUNPOD_TRANSPORT=graphql (GraphQL stays selectable until it
- * retires): the whole lease life, the reaper with stop-all, and the fault matrix's RunPod cells.
+ * The files that take seconds, longest first. Vitest orders files by the durations it cached on
+ * an earlier run, and by size when it has none (a fresh clone, CI): these small files, which
+ * register big matrices, would then start last and leave one worker running them alone.
  */
-const BOTH_TRANSPORTS = ["test/leases/providers.test.ts", "test/reaper/reaper.test.ts"];
+const LONG_FIRST = [
+  GRAPHQL_TRANSPORT,
+  "test/robustness/fuzz.test.ts",
+  "test/robustness/faults-runpod.test.ts",
+  "test/robustness/faults-vramfarm.test.ts",
+  "test/robustness/faults-vast.test.ts",
+  "test/leases/sim-life.test.ts",
+  "test/money-safety/crash-points-runpod.test.ts",
+  "test/money-safety/crash-points-sim.test.ts",
+  "test/money-safety/crash-points-vramfarm.test.ts",
+  "test/money-safety/crash-points-vast.test.ts",
+  "test/schedules/dispatcher.test.ts",
+];
+/** Projects in the order they run; each needs its own workerd (its bindings differ). */
+const PROJECT_ORDER = ["graphql", "workers", "pure"];
+
+class LongFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const base = await super.sort(files);
+    const rank = (spec: TestSpecification) => {
+      const at = LONG_FIRST.findIndex((file) => spec.moduleId.endsWith(file));
+      return at === -1 ? LONG_FIRST.length : at;
+    };
+    const project = (spec: TestSpecification) => PROJECT_ORDER.indexOf(spec.project.name);
+    return base
+      .map((spec, at) => ({ spec, at }))
+      .sort((a, b) => project(a.spec) - project(b.spec) || rank(a.spec) - rank(b.spec) || a.at - b.at)
+      .map(({ spec }) => spec);
+  }
+}
 
 export default defineConfig(async () => ({
   test: {
+    sequence: { sequencer: LongFirst },
     // Vitest's default is one worker less than the cores: one file at a time on 2 cores. A workerd
     // file spends part of its time starting up and waiting on its runtime, so two overlap well.
-    maxWorkers: Math.max(2, availableParallelism()),
+    maxWorkers: Number(process.env.VW ?? availableParallelism() + 1),
     projects: [
       { test: { name: "pure", environment: "node", include: PURE_SUITES } },
-      await workersProject("workers", ["test/**/*.test.ts"], ["test/e2e/**", FAULT_MATRIX, ...PURE_SUITES]),
-      ...(await Promise.all(
-        FAULT_PROVIDERS.map((provider) =>
-          workersProject(`faults-${provider}`, [FAULT_MATRIX], [], { FAULT_PROVIDERS: provider }),
-        ),
-      )),
-      await workersProject("graphql", BOTH_TRANSPORTS, [], { RUNPOD_TRANSPORT: "graphql" }),
-      await workersProject("faults-runpod-graphql", [FAULT_MATRIX], [], {
-        FAULT_PROVIDERS: "runpod",
-        RUNPOD_TRANSPORT: "graphql",
-      }),
+      await workersProject("workers", ["test/**/*.test.ts"], ["test/e2e/**", GRAPHQL_TRANSPORT, ...PURE_SUITES]),
+      await workersProject("graphql", [GRAPHQL_TRANSPORT], [], { RUNPOD_TRANSPORT: "graphql" }),
     ],
   },
 }));

@@ -1,6 +1,5 @@
-import { applyD1Migrations } from "cloudflare:test";
-import { env } from "cloudflare:workers";
+import { freshState } from "./support/fresh";
 import { installInstantSleep } from "./support/timing";
 
-await applyD1Migrations(env.DB, env.TEST_MIGRATIONS);
+await freshState();
 installInstantSleep();

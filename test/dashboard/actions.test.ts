@@ -127,7 +127,7 @@ describe("dashboard actions go through the API as the signed-in token", () => {
     await browse(`/schedules/${schedule.id}/enabled`, { cookie, form: { _csrf: csrf, enabled: "true" } });
     expect(((await (await api(`/v1/schedules/${schedule.id}`)).json()) as { enabled: boolean }).enabled).toBe(true);
     const run = await browse(`/schedules/${schedule.id}/run`, { cookie, form: { _csrf: csrf } });
-    expect(run.status).toBe(303);
+    expect(run.status, await run.clone().text()).toBe(303);
     const leaseId = /lse_[0-9a-z]+/.exec(run.headers.get("Location") ?? "")?.[0] as string;
     const lease = (await (await api(`/v1/leases/${leaseId}`)).json()) as { schedule_id: string };
     expect(lease.schedule_id).toBe(schedule.id);

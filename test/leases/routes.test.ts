@@ -1,12 +1,13 @@
-import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { beforeAll, describe, expect, it, vi } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { type Lease, LeaseInputSchema } from "../../src/leases/schema";
 import { sha256Hex } from "../../src/lib/crypto";
 import { simCloud } from "../../src/sim/cloud";
 import { ADMIN_TOKEN, api, errorBody, PROVIDER_SECRETS } from "../helpers";
+import { TestClock } from "../support/clock";
+import { driveTo } from "../support/keeper";
 
-const keeper = (leaseId: string) => env.LEASE_KEEPER.getByName(leaseId);
+const clock = new TestClock(Date.parse("2032-06-01T00:00:00Z"));
 const seen: string[] = [];
 
 /** Every body these tests read is kept, to prove no secret ever appears in one. */
@@ -32,17 +33,8 @@ async function getLease(leaseId: string): Promise<Lease> {
 }
 
 /** Runs the keeper's alarms (the sim is set to boot and answer at once) until `status`. */
-async function driveUntil(leaseId: string, status: Lease["status"]): Promise<Lease> {
-  for (let i = 0; i < 50; i++) {
-    const lease = await getLease(leaseId);
-    if (lease.status === status) return lease;
-    const at = await runInDurableObject(keeper(leaseId), (_i, state) => state.storage.getAlarm());
-    if (at === null) throw new Error(`no alarm; lease is ${lease.status}`);
-    if (at > Date.now()) vi.setSystemTime(at);
-    await runDurableObjectAlarm(keeper(leaseId));
-  }
-  throw new Error(`lease did not reach ${status}`);
-}
+const driveUntil = (leaseId: string, status: Lease["status"]) =>
+  driveTo(leaseId, status, { clock, read: getLease, maxAlarms: 50 });
 
 async function stopAll(): Promise<void> {
   const { leases } = (await (await api("/v1/leases?status=active&limit=200")).json()) as { leases: Lease[] };
@@ -54,8 +46,7 @@ async function stopAll(): Promise<void> {
 
 beforeAll(async () => {
   // Alarms set in a faked future never fire on their own: only driveUntil runs them.
-  vi.useFakeTimers({ toFake: ["Date"] });
-  vi.setSystemTime(Date.parse("2032-06-01T00:00:00Z"));
+  clock.install();
   await simCloud(env.SIM_CLOUD).reset();
   await simCloud(env.SIM_CLOUD).configure({ bootSeconds: 0, readySeconds: 0, lingerSeconds: 0 });
 });
@@ -135,7 +126,7 @@ describe("reading leases", () => {
   });
 
   it("lists newest first with a status filter and cursor paging", async () => {
-    const later = () => vi.setSystemTime(Date.now() + 1000);
+    const later = () => clock.advance(1000);
     const a = await rentOk({ name: "page-a" });
     later();
     const b = await rentOk({ name: "page-b" });

@@ -45,7 +45,10 @@ export class Recorder {
 
 export { fireNext };
 
-/** The shared driveUntil (test/support/keeper.ts), reading the lease through the recorder. */
+/**
+ * The shared driveUntil (test/support/keeper.ts): the lease is read from the ledger between
+ * alarms, and once more through the recorder at the end, so the API's answer is checked too.
+ */
 export async function driveUntil(
   clock: TestClock,
   recorder: Recorder,
@@ -53,5 +56,6 @@ export async function driveUntil(
   statuses: Lease["status"][],
   maxAlarms = 120,
 ): Promise<{ lease: Lease; alarms: number; reached: boolean }> {
-  return driveLease(leaseId, statuses, { clock, maxAlarms, read: (id) => recorder.lease(id) });
+  const end = await driveLease(leaseId, statuses, { clock, maxAlarms });
+  return { ...end, lease: await recorder.lease(leaseId) };
 }

@@ -43,7 +43,7 @@ interface Rule {
  * hours, so a hang ends after HANG_MS with the very error the timeout raises: the adapters see
  * what they would see after a real hang, only sooner.
  */
-export const HANG_MS = 40;
+export const HANG_MS = 5;
 
 export class Faulty implements FakeService {
   private readonly rules: Partial<Record<ProviderCall, Rule[]>> = {};

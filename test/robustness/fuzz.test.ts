@@ -318,9 +318,15 @@ describe("bad-input fuzzing", () => {
       { weight: 5, arbitrary: fc.constantFrom(...documented) },
       { weight: 1, arbitrary: fc.constantFrom(...UNKNOWN_ROUTES) },
     );
+    // One request arbitrary per operation, built once and reused by every draw.
+    const perOperation = new Map<Operation, fc.Arbitrary<FuzzRequest>>();
     const oneRequest = anyOperation.chain((operation) => {
-      const key = `${operation.method} ${operation.path}`;
-      return requestFor(operation, SEEDS[key] ?? [], realIds);
+      let arbitrary = perOperation.get(operation);
+      if (!arbitrary) {
+        arbitrary = requestFor(operation, SEEDS[`${operation.method} ${operation.path}`] ?? [], realIds);
+        perOperation.set(operation, arbitrary);
+      }
+      return arbitrary;
     });
     await fc.assert(
       fc.asyncProperty(fc.array(oneRequest, { minLength: BATCH, maxLength: BATCH }), async (batch) => {

@@ -1,5 +1,6 @@
-import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { getLease, toLease } from "../../src/leases/ledger";
 import type { Lease } from "../../src/leases/schema";
 import { api } from "../helpers";
 
@@ -16,12 +17,21 @@ export async function alarmAt(leaseId: string): Promise<number | null> {
   return runInDurableObject(keeperOf(leaseId), (_instance, state) => state.storage.getAlarm());
 }
 
-/** Fires the keeper's next alarm, moving the clock to it first; false when none is set. */
+/**
+ * Fires the keeper's next alarm, moving the clock to it first; false when none is set. One call
+ * into the object does what runDurableObjectAlarm does (read the alarm, delete it, run alarm())
+ * with the clock move in between: suites fire thousands of alarms, and a second round trip per
+ * alarm was a tenth of their time.
+ */
 export async function fireNext(clock: MovableClock, leaseId: string): Promise<boolean> {
-  const at = await alarmAt(leaseId);
-  if (at === null) return false;
-  if (at > clock.now) clock.set(at);
-  return runDurableObjectAlarm(keeperOf(leaseId));
+  return runInDurableObject(keeperOf(leaseId), async (keeper, state) => {
+    const at = await state.storage.getAlarm();
+    if (at === null) return false;
+    if (at > clock.now) clock.set(at);
+    await state.storage.deleteAlarm();
+    await keeper.alarm();
+    return true;
+  });
 }
 
 /** GET /v1/leases/{id} as the admin. */
@@ -31,9 +41,20 @@ export async function readLease(leaseId: string): Promise<Lease> {
   return (await res.json()) as Lease;
 }
 
+/**
+ * The lease as GET /v1/leases/{id} shows it to the admin, read from the ledger: the drivers read
+ * the lease after every alarm, and going through the HTTP stack each time cost more than the
+ * alarm itself. The route is proved by its own tests (test/leases/routes.test.ts).
+ */
+export async function ledgerLease(leaseId: string): Promise<Lease> {
+  const row = await getLease(env.DB, leaseId);
+  if (!row) throw new Error(`no lease ${leaseId} in the ledger`);
+  return toLease(row);
+}
+
 export interface DriveOptions {
   clock: MovableClock;
-  /** how the lease is read between alarms (default: GET /v1/leases/{id} through SELF) */
+  /** how the lease is read between alarms (default: from the ledger, as the admin sees it) */
   read?: (leaseId: string) => Promise<Lease>;
   maxAlarms?: number;
 }
@@ -45,7 +66,7 @@ export interface DriveOptions {
 export async function driveUntil(
   leaseId: string,
   statuses: Lease["status"][],
-  { clock, read = readLease, maxAlarms = 200 }: DriveOptions,
+  { clock, read = ledgerLease, maxAlarms = 200 }: DriveOptions,
 ): Promise<{ lease: Lease; alarms: number; reached: boolean }> {
   let lease = await read(leaseId);
   for (let alarms = 0; alarms < maxAlarms; alarms++) {

@@ -22,9 +22,6 @@ import { type Cell, formatMatrix } from "./matrix";
  * whole call fails once and the keeper has to cope, then the provider recovers.
  */
 
-const ALL_PROVIDERS = ["runpod", "vast", "vramfarm"] as const satisfies readonly FaultyProvider[];
-/** The providers this run covers: vitest.config.ts runs the matrix once per provider (FAULT_PROVIDERS). */
-const PROVIDERS = ALL_PROVIDERS.filter((p) => env.FAULT_PROVIDERS.split(",").includes(p));
 const CALLS = ["offers", "rent", "status", "terminate", "listing"] as const satisfies readonly ProviderCall[];
 const FAULTS = ["500", "502", "503", "429", "hang", "malformed", "empty", "error200", "ignored", "flap"] as const;
 type FaultName = (typeof FAULTS)[number];
@@ -331,37 +328,42 @@ async function runCell(provider: FaultyProvider, call: Call, faultName: FaultNam
   return w;
 }
 
-beforeEach(() => {
-  clock.install();
-  clock.advance(3_600_000);
-});
-
-afterEach(async () => {
-  installed?.restore();
-  installed = null;
-  // A lease a failed cell left active would count against MAX_ACTIVE_LEASES in the next cell.
-  await env.DB.prepare("UPDATE leases SET status = 'stopped' WHERE status != 'stopped'").run();
-});
-
-afterAll(() => {
-  const table = formatMatrix(
-    FAULTS,
-    PROVIDERS.flatMap((p) => CALLS.map((c) => ({ provider: p, call: c }))),
-    (fault, column) =>
-      results.get(cellKey(column.provider, column.call as Call, fault as FaultName)) ?? { state: "n/a", note: "" },
-  );
-  const gaps = [...new Set(Object.values(KNOWN_GAPS))].map((text) => {
-    const cells = Object.entries(KNOWN_GAPS)
-      .filter(([, t]) => t === text)
-      .map(([key]) => key.replaceAll("|", " "));
-    return `- ${cells.join(", ")}:\n  ${text}`;
+/**
+ * Registers the matrix for one provider: faults-<provider>.test.ts each call this, so the three
+ * matrices are separate files that vitest spreads over its workers, and the GraphQL project
+ * re-runs the RunPod one.
+ */
+export function faultMatrix(provider: FaultyProvider): void {
+  beforeEach(() => {
+    clock.install();
+    clock.advance(3_600_000);
   });
-  console.log(
-    `\nFault matrix (faults × provider/call): held / NOT HELD / n/a\n${table}\n\nKnown gaps (tests marked it.fails):\n${gaps.join("\n")}`,
-  );
-});
 
-for (const provider of PROVIDERS) {
+  afterEach(async () => {
+    installed?.restore();
+    installed = null;
+    // A lease a failed cell left active would count against MAX_ACTIVE_LEASES in the next cell.
+    await env.DB.prepare("UPDATE leases SET status = 'stopped' WHERE status != 'stopped'").run();
+  });
+
+  afterAll(() => {
+    const table = formatMatrix(
+      FAULTS,
+      CALLS.map((c) => ({ provider, call: c })),
+      (fault, column) =>
+        results.get(cellKey(column.provider, column.call as Call, fault as FaultName)) ?? { state: "n/a", note: "" },
+    );
+    const gaps = [...new Set(Object.values(KNOWN_GAPS))].map((text) => {
+      const cells = Object.entries(KNOWN_GAPS)
+        .filter(([, t]) => t === text)
+        .map(([key]) => key.replaceAll("|", " "));
+      return `- ${cells.join(", ")}:\n  ${text}`;
+    });
+    console.log(
+      `\nFault matrix (faults × provider/call): held / NOT HELD / n/a\n${table}\n\nKnown gaps (tests marked it.fails):\n${gaps.join("\n")}`,
+    );
+  });
+
   describe(`${provider} faults`, () => {
     for (const call of CALLS) {
       for (const fault of FAULTS) {

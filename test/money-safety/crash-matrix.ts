@@ -19,20 +19,19 @@ import { CrashFake, type CrashMode, CrashSwitch, driveToEnd, leaseRows, rentWith
  *   3. the request never answered 2xx for a lease that then lost its machine.
  */
 
-const PROVIDERS = ["runpod", "vast", "vramfarm", "sim"] as const;
-type Name = (typeof PROVIDERS)[number];
+type Name = "runpod" | "vast" | "vramfarm" | "sim";
 const MODES: CrashMode[] = ["fail", "abort", "lost", "stop"];
 
 const BODY: Record<Name, Record<string, unknown>> = {
-  runpod: { provider: "runpod", gpu: "4090", template: "custom", image: "ghcr.io/you/batch:1", max_minutes: 60 },
-  vast: { provider: "vast", gpu: "4090", template: "custom", image: "ghcr.io/you/batch:1", max_minutes: 60 },
+  runpod: { provider: "runpod", gpu: "4090", template: "custom", image: "ghcr.io/you/batch:1", max_minutes: 5 },
+  vast: { provider: "vast", gpu: "4090", template: "custom", image: "ghcr.io/you/batch:1", max_minutes: 5 },
   vramfarm: {
     provider: "vramfarm",
     gpu: "4090",
     template: "custom",
     image: "ghcr.io/you/batch:1",
     cmd: "python /app/run.py",
-    max_minutes: 60,
+    max_minutes: 5,
   },
   sim: {
     provider: "sim",
@@ -40,7 +39,7 @@ const BODY: Record<Name, Record<string, unknown>> = {
     gpu_count: 1,
     template: "custom",
     image: "ghcr.io/you/batch:1",
-    max_minutes: 60,
+    max_minutes: 5,
   },
 };
 
@@ -126,45 +125,48 @@ async function runCell(provider: Name, at: number, mode: CrashMode): Promise<Cel
   };
 }
 
-beforeEach(async () => {
-  clock.install();
-  clock.advance(3_600_000);
-  install();
-  await simCloud(env.SIM_CLOUD).reset();
-  await env.DB.batch([
-    env.DB.prepare("DELETE FROM lease_billing"),
-    env.DB.prepare("DELETE FROM leases"),
-    env.DB.prepare("DELETE FROM lease_events"),
-    env.DB.prepare("DELETE FROM reaper_runs"),
-  ]);
-});
-
-afterEach(() => {
-  installed?.restore();
-  installed = null;
-});
-
-afterAll(() => {
-  const rows = [...new Set([...points.values()].map((p) => p.length))].length ? maxPoints() : [];
-  const columns = PROVIDERS.flatMap((p) => MODES.map((m) => ({ provider: p, call: m })));
-  const table = formatMatrix(rows, columns, (row, column) => {
-    const at = Number(row.split(" ")[0]);
-    return results.get(`${column.provider}|${at}|${column.call}`) ?? { state: "n/a", note: "" };
-  });
-  const legend = PROVIDERS.map((p) => `- ${p}: ${(points.get(p) ?? []).map((l, i) => `${i + 1} ${l}`).join(", ")}`);
-  console.log(
-    `\nCrash points (await × provider/mode): held / NOT HELD / n/a\n${table}\n\nAwaits:\n${legend.join("\n")}`,
-  );
-});
-
-function maxPoints(): string[] {
-  const n = Math.max(...[...points.values()].map((p) => p.length));
+function awaitRows(n: number): string[] {
   return Array.from({ length: n }, (_, i) => `${i + 1} await`);
 }
 
 const MAX_POINTS = 24;
 
-for (const provider of PROVIDERS) {
+/**
+ * Registers the crash-point matrix of one provider's rent path: crash-points-<provider>.test.ts
+ * each call this, so vitest runs the four side by side.
+ */
+export function crashMatrix(provider: Name): void {
+  beforeEach(async () => {
+    clock.install();
+    clock.advance(3_600_000);
+    install();
+    await simCloud(env.SIM_CLOUD).reset();
+    await env.DB.batch([
+      env.DB.prepare("DELETE FROM lease_billing"),
+      env.DB.prepare("DELETE FROM leases"),
+      env.DB.prepare("DELETE FROM lease_events"),
+      env.DB.prepare("DELETE FROM reaper_runs"),
+    ]);
+  });
+
+  afterEach(() => {
+    installed?.restore();
+    installed = null;
+  });
+
+  afterAll(() => {
+    const rows = awaitRows(points.get(provider)?.length ?? 0);
+    const columns = MODES.map((m) => ({ provider, call: m }));
+    const table = formatMatrix(rows, columns, (row, column) => {
+      const at = Number(row.split(" ")[0]);
+      return results.get(`${column.provider}|${at}|${column.call}`) ?? { state: "n/a", note: "" };
+    });
+    const legend = [`- ${provider}: ${(points.get(provider) ?? []).map((l, i) => `${i + 1} ${l}`).join(", ")}`];
+    console.log(
+      `\nCrash points (await × provider/mode): held / NOT HELD / n/a\n${table}\n\nAwaits:\n${legend.join("\n")}`,
+    );
+  });
+
   describe(`${provider} rent path`, () => {
     it("dry run: an uninterrupted rental ends with nothing alive", async () => {
       const sw = new CrashSwitch({ at: 0, mode: "fail" }, stopNewest);

@@ -1,0 +1,4 @@
+import { crashMatrix } from "./crash-matrix";
+
+// The crash-point matrix (crash-matrix.ts) of the vast rent path; one file per provider so that vitest runs them side by side.
+crashMatrix("vast");

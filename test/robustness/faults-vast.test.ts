@@ -1,0 +1,4 @@
+import { faultMatrix } from "./fault-matrix";
+
+// The fault matrix (fault-matrix.ts) for vast; one file per provider so that vitest runs them side by side.
+faultMatrix("vast");
