@@ -1,7 +1,24 @@
+import { accessSync, constants } from "node:fs";
 import { availableParallelism } from "node:os";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { defineConfig, type TestProjectInlineConfiguration } from "vitest/config";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
+
+/**
+ * workerd keeps Durable Object and D1 storage as SQLite files under the temp folder (miniflare
+ * reads TMPDIR when it starts a runtime). On Linux, unless TMPDIR is set, they go to shared
+ * memory: writing them to disk took a quarter of the suites' time.
+ */
+function storageInMemory(): void {
+  if (process.env.TMPDIR || process.platform !== "linux") return;
+  try {
+    accessSync("/dev/shm", constants.W_OK);
+    process.env.TMPDIR = "/dev/shm";
+  } catch {
+    // no writable /dev/shm: stay on disk
+  }
+}
+storageInMemory();
 
 /**
  * Suites of pure modules (no bindings, no fetch, no Durable Objects): they run in Node and skip
