@@ -1,6 +1,6 @@
 // Starts the local worker (wrangler dev) on a free loopback port with a throwaway state folder and
 // its D1 migrated. Used by the benches and the end-to-end suites (test/e2e).
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -33,13 +33,9 @@ export async function startWorker({ port, vars = [], sim = false, admin = ADMIN 
   const inspectorPort = await freePort();
   const persist = mkdtempSync(join(tmpdir(), "gpulease-local-"));
   const env = { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" };
-  const migrate = spawnSync(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", persist], {
-    cwd: root,
-    env,
-    encoding: "utf8",
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  if (migrate.status !== 0) throw new Error(`migrations failed: ${migrate.stderr}`);
+  // Async, so that several workers (the e2e suites start three) migrate side by side.
+  const migrate = await run(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", persist], env);
+  if (migrate.status !== 0) throw new Error(`migrations failed: ${migrate.output}`);
   const child = spawn(
     wrangler,
     [
@@ -94,6 +90,18 @@ export async function startWorker({ port, vars = [], sim = false, admin = ADMIN 
     rmSync(persist, { recursive: true, force: true });
   };
   return { base, admin, api, log: () => log, stop };
+}
+
+/** Runs a command to its end: its exit status and combined output. */
+function run(command, args, env) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stdout.on("data", (d) => (output += d));
+    child.stderr.on("data", (d) => (output += d));
+    child.once("error", reject);
+    child.once("close", (status) => resolve({ status, output }));
+  });
 }
 
 export function stats(values) {

@@ -5,7 +5,7 @@ import { beforeAll, describe, expect, inject, test } from "vitest";
 
 const root = join(import.meta.dirname, "..", "..");
 const bin = join(root, "bin", "gpulease.mjs");
-const base = inject("baseUrl");
+const { baseUrl: base, adminToken } = inject("workers").cli;
 
 interface Run {
   code: number;
@@ -18,7 +18,7 @@ function gpulease(args: string[], env: Record<string, string> = {}): Promise<Run
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [bin, ...args], {
       cwd: root,
-      env: { ...process.env, GPULEASE_URL: base, GPULEASE_TOKEN: inject("adminToken"), NO_COLOR: "1", ...env },
+      env: { ...process.env, GPULEASE_URL: base, GPULEASE_TOKEN: adminToken, NO_COLOR: "1", ...env },
     });
     let stdout = "";
     let stderr = "";
@@ -37,7 +37,7 @@ async function ok(args: string[]): Promise<Run> {
 beforeAll(async () => {
   await fetch(`${base}/v1/sim/config`, {
     method: "PUT",
-    headers: { Authorization: `Bearer ${inject("adminToken")}`, "Content-Type": "application/json" },
+    headers: { Authorization: `Bearer ${adminToken}`, "Content-Type": "application/json" },
     // Ollama answers a few seconds after the machine runs, so each phase is seen by a 1 s poll.
     body: JSON.stringify({ boot_seconds: 2, ready_seconds: 4, linger_seconds: 1 }),
   });

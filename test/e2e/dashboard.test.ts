@@ -7,8 +7,7 @@ import { fileURLToPath } from "node:url";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 
-const base = inject("baseUrl");
-const admin = inject("adminToken");
+const { baseUrl: base, adminToken: admin } = inject("workers").dashboard;
 const ARTIFACTS = join(dirname(fileURLToPath(import.meta.url)), "artifacts");
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
 const DESKTOP = { width: 1280, height: 800 };

@@ -10,7 +10,7 @@ const root = join(import.meta.dirname, "..", "..");
 const run = promisify(execFile);
 
 async function servedDocument(): Promise<object> {
-  const res = await fetch(`${inject("baseUrl")}/openapi.json`);
+  const res = await fetch(`${inject("workers").cli.baseUrl}/openapi.json`);
   expect(res.status).toBe(200);
   return (await res.json()) as object;
 }

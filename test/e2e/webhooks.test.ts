@@ -28,8 +28,8 @@ async function readmeVerifier(): Promise<(secret: string, header: string, body: 
   return module.verifyGpulease;
 }
 
-const base = inject("baseUrl");
-const admin = { Authorization: `Bearer ${inject("adminToken")}`, "Content-Type": "application/json" };
+const { baseUrl: base, adminToken } = inject("workers").webhooks;
+const admin = { Authorization: `Bearer ${adminToken}`, "Content-Type": "application/json" };
 const received: Received[] = [];
 /** Delivery ids that were answered 500 once (the receiver fails each delivery's first try). */
 const failedOnce = new Set<string>();
@@ -125,8 +125,7 @@ test("a receiver on loopback gets every event of a lease, signed, retried after 
       expect(verify(hook.secret, String(t.headers["gpulease-signature"]), t.body)).toBe(true);
       expect(verify("whsec_wrong", String(t.headers["gpulease-signature"]), t.body)).toBe(false);
       expect(verify(hook.secret, String(t.headers["gpulease-signature"]), `${t.body} `)).toBe(false);
-      for (const secret of [hook.secret, inject("adminToken"), "hf_e2e_do_not_send"])
-        expect(t.body).not.toContain(secret);
+      for (const secret of [hook.secret, adminToken, "hf_e2e_do_not_send"]) expect(t.body).not.toContain(secret);
     }
   }
   const stopped = received.find((r) => r.headers["gpulease-event"] === "lease.stopped" && r.answered === 200);
