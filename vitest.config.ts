@@ -134,7 +134,8 @@ export default defineConfig(async () => ({
     // file spends part of its time starting up and waiting on its runtime, so two overlap well.
     maxWorkers: Number(process.env.VW ?? availableParallelism() + 1),
     projects: [
-      { test: { name: "pure", environment: "node", include: PURE_SUITES } },
+      // Plain functions without state: one Node worker runs them all.
+      { test: { name: "pure", environment: "node", include: PURE_SUITES, isolate: false } },
       await workersProject("workers", ["test/**/*.test.ts"], ["test/e2e/**", GRAPHQL_TRANSPORT, ...PURE_SUITES]),
       await workersProject("graphql", [GRAPHQL_TRANSPORT], [], { RUNPOD_TRANSPORT: "graphql" }),
     ],
