@@ -25,6 +25,7 @@ storageInMemory();
  * workerd's start-up. Any other suite runs in workerd with the worker's bindings.
  */
 const PURE_SUITES = [
+  "test/account/spend.test.ts",
   "test/auth/policy.test.ts",
   "test/auth/rate-window.test.ts",
   "test/keeper/decide.test.ts",
@@ -32,6 +33,8 @@ const PURE_SUITES = [
   "test/providers/runpod-sizing.test.ts",
   "test/reaper/plan.test.ts",
   "test/schedules/plan.test.ts",
+  "test/webhooks/signing.test.ts",
+  "test/webhooks/url.test.ts",
 ];
 
 async function workersProject(

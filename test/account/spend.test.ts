@@ -2,58 +2,12 @@ import { describe, expect, it } from "vitest";
 import { budgetBreach } from "../../src/account/budget";
 import { dayStart, monthStart, shareSince, summariseSpend } from "../../src/account/spend";
 import type { LeaseRow } from "../../src/leases/ledger";
+import { leaseRow } from "../support/lease-row";
 
 const t = (text: string) => Date.parse(text);
 
-function lease(over: Partial<LeaseRow>): LeaseRow {
-  return {
-    id: "lse_x",
-    name: null,
-    status: "stopped",
-    provider: "runpod",
-    provider_ref: "p",
-    label: "gpulease-lse_x",
-    offer_id: null,
-    gpu: null,
-    gpu_count: 1,
-    vram_gb: 24,
-    price_per_hour: 1,
-    currency: "USD",
-    template: "custom",
-    spec: {
-      image: "x",
-      cmd: null,
-      env: {},
-      ports: [],
-      disk_gb: 40,
-      weights_gb: 0,
-      context_length: null,
-      min_billed_minutes: 0,
-    },
-    max_minutes: 60,
-    max_cost: null,
-    expected_cost: null,
-    cost: 0,
-    access: null,
-    error: null,
-    stop_reason: null,
-    exit_code: null,
-    schedule_id: null,
-    token_id: null,
-    idempotency_key: null,
-    callback_hash: null,
-    attempts: null,
-    created_at: "2031-03-01T00:00:00.000Z",
-    rented_at: null,
-    running_at: null,
-    stop_requested_at: null,
-    stopped_at: null,
-    teardown_verified_at: null,
-    creates: null,
-    billing_starts_at: null,
-    ...over,
-  };
-}
+const lease = (over: Partial<LeaseRow>): LeaseRow =>
+  leaseRow({ id: "lse_x", status: "stopped", provider_ref: "p", ...over });
 
 describe("budget periods", () => {
   it("are the UTC day and the UTC calendar month", () => {

@@ -1,15 +1,11 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import type { Lease } from "../../src/leases/schema";
 import { api } from "../helpers";
+import { rentOk } from "../support/lease";
 
 const SIM_LEASE = { provider: "sim", gpu: "4090", template: "custom", image: "ghcr.io/you/batch:1", max_minutes: 30 };
 
-async function rentSim(): Promise<string> {
-  const res = await api("/v1/leases", { method: "POST", json: SIM_LEASE });
-  expect(res.status).toBe(202);
-  return ((await res.json()) as Lease).id;
-}
+const rentSim = async () => (await rentOk(SIM_LEASE)).id;
 
 async function account(): Promise<{ unresolved_rentals: string[]; unverified_teardowns: string[] }> {
   const res = await api("/v1/account");

@@ -1,16 +1,10 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { api } from "../helpers";
+import { rentOk, simBody } from "../support/lease";
 import { browse, signIn } from "./support";
 
-async function rentSim(name: string): Promise<string> {
-  const res = await api("/v1/leases", {
-    method: "POST",
-    json: { provider: "sim", gpu: "4090", max_minutes: 30, name },
-  });
-  expect(res.status).toBe(202);
-  return ((await res.json()) as { id: string }).id;
-}
+const rentSim = async (name: string) => (await rentOk(simBody({ name }))).id;
 
 /** Reads a server-sent event stream until `until` appears in it, then lets go of it. */
 async function readUntil(res: Response, until: string): Promise<string> {

@@ -14,6 +14,7 @@ import {
 } from "../../src/keeper/decide";
 import type { LeaseRow } from "../../src/leases/ledger";
 import type { MachineStatus } from "../../src/providers/types";
+import { leaseRow } from "../support/lease-row";
 
 const T0 = Date.parse("2030-05-01T10:00:00Z");
 const at = (seconds: number) => T0 + seconds * 1000;
@@ -31,20 +32,14 @@ const settings: KeeperSettings = {
   eurUsd: 1.08,
 };
 
-function lease(overrides: Partial<LeaseRow> = {}): LeaseRow {
-  return {
-    id: "lse_0000000000000000000001",
-    name: null,
+/** A provisioning Ollama lease at RunPod, rented at 1 ms. */
+const lease = (overrides: Partial<LeaseRow> = {}): LeaseRow =>
+  leaseRow({
     status: "provisioning",
-    provider: "runpod",
     provider_ref: "pod1",
-    label: "gpulease-lse_0000000000000000000001",
     offer_id: "runpod:SECURE:x:1",
     gpu: "RTX 4090",
-    gpu_count: 1,
-    vram_gb: 24,
     price_per_hour: 0.72,
-    currency: "USD",
     template: "ollama",
     spec: {
       image: "ollama/ollama",
@@ -56,30 +51,10 @@ function lease(overrides: Partial<LeaseRow> = {}): LeaseRow {
       context_length: null,
       min_billed_minutes: 0,
     },
-    max_minutes: 60,
-    max_cost: null,
-    expected_cost: null,
-    cost: 0,
-    access: null,
-    error: null,
-    stop_reason: null,
-    exit_code: null,
-    schedule_id: null,
-    token_id: null,
-    idempotency_key: null,
-    callback_hash: null,
-    attempts: null,
     created_at: iso(0),
     rented_at: iso(1),
-    running_at: null,
-    stop_requested_at: null,
-    stopped_at: null,
-    teardown_verified_at: null,
-    creates: null,
-    billing_starts_at: null,
     ...overrides,
-  };
-}
+  });
 
 const status = (state: MachineStatus["state"], extra: Partial<MachineStatus> = {}): MachineStatus => ({
   state,

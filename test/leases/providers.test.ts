@@ -8,6 +8,7 @@ import { VramfarmFake } from "../fakes/vramfarm";
 import { ADMIN_TOKEN, api, PROVIDER_SECRETS } from "../helpers";
 import { TestClock } from "../support/clock";
 import { driveTo, fireNext as fireNextAlarm } from "../support/keeper";
+import { rentOk as rentLeaseOk } from "../support/lease";
 
 // The whole life of a lease against the wire-faithful fakes of each real provider. Date is
 // faked, so the fakes, the keeper and the leases code share one clock that only the test moves.
@@ -28,13 +29,7 @@ const fireNext = (leaseId: string) => fireNextAlarm(clock, leaseId);
 const driveUntil = (leaseId: string, status: Lease["status"], maxAlarms = 300) =>
   driveTo(leaseId, status, { clock, maxAlarms, read: getLease });
 
-async function rentOk(body: Record<string, unknown>): Promise<Lease> {
-  const res = await api("/v1/leases", { method: "POST", json: body });
-  const text = await res.text();
-  bodies.push(text);
-  if (res.status !== 202) throw new Error(`rent: ${res.status} ${text}`);
-  return JSON.parse(text) as Lease;
-}
+const rentOk = (body: Record<string, unknown>) => rentLeaseOk(body, { seen: bodies });
 
 async function eventsOf(leaseId: string): Promise<{ kind: string; detail: string | null }[]> {
   return (await read<{ events: { kind: string; detail: string | null }[] }>(await api(`/v1/leases/${leaseId}/events`)))

@@ -6,6 +6,7 @@ import { simCloud } from "../../src/sim/cloud";
 import { ADMIN_TOKEN, api, errorBody, PROVIDER_SECRETS } from "../helpers";
 import { TestClock } from "../support/clock";
 import { driveTo } from "../support/keeper";
+import { rent as rentLease, rentOk as rentLeaseOk, simBody } from "../support/lease";
 
 const clock = new TestClock(Date.parse("2032-06-01T00:00:00Z"));
 const seen: string[] = [];
@@ -17,16 +18,8 @@ async function bodyText(res: Response): Promise<string> {
   return text;
 }
 
-async function rent(body: Record<string, unknown>): Promise<Response> {
-  return api("/v1/leases", { method: "POST", json: { provider: "sim", gpu: "4090", max_minutes: 30, ...body } });
-}
-
-async function rentOk(body: Record<string, unknown> = {}): Promise<Lease> {
-  const res = await rent(body);
-  const text = await bodyText(res);
-  if (res.status !== 202) throw new Error(`rent: ${res.status} ${text}`);
-  return JSON.parse(text) as Lease;
-}
+const rent = (body: Record<string, unknown>) => rentLease(simBody(body));
+const rentOk = (body: Record<string, unknown> = {}) => rentLeaseOk(simBody(body), { seen });
 
 async function getLease(leaseId: string): Promise<Lease> {
   return JSON.parse(await bodyText(await api(`/v1/leases/${leaseId}`))) as Lease;

@@ -6,6 +6,7 @@ import { simCloud } from "../../src/sim/cloud";
 import { api, errorBody } from "../helpers";
 import { TestClock } from "../support/clock";
 import { alarmAt, driveTo, fireNext as fireNextAlarm, keeperOf as keeper, readLease } from "../support/keeper";
+import { rent as rentLease, rentOk as rentLeaseOk, simBody } from "../support/lease";
 
 // The keeper and the sim run in this isolate: faking Date moves both clocks, and each alarm is
 // fired at the moment it was set for.
@@ -22,19 +23,9 @@ async function events(leaseId: string): Promise<{ seq: number; kind: string; det
   return ((await res.json()) as { events: { seq: number; kind: string; detail: string | null }[] }).events;
 }
 
-async function rent(body: Record<string, unknown> = {}, headers: Record<string, string> = {}): Promise<Response> {
-  return api("/v1/leases", {
-    method: "POST",
-    headers,
-    json: { provider: "sim", gpu: "4090", gpu_count: 1, max_minutes: 30, ...body },
-  });
-}
-
-async function rentOk(body: Record<string, unknown> = {}): Promise<Lease> {
-  const res = await rent(body);
-  if (res.status !== 202) throw new Error(`rent: ${res.status} ${await res.text()}`);
-  return (await res.json()) as Lease;
-}
+const rent = (body: Record<string, unknown> = {}, headers: Record<string, string> = {}) =>
+  rentLease(simBody({ gpu_count: 1, ...body }), { headers });
+const rentOk = (body: Record<string, unknown> = {}) => rentLeaseOk(simBody({ gpu_count: 1, ...body }));
 
 async function simMachine(ref: string) {
   const view = await simCloud(env.SIM_CLOUD).status(ref);

@@ -3,6 +3,7 @@ import type { LeaseRow } from "../../src/leases/ledger";
 import { newId } from "../../src/lib/ids";
 import type { OwnMachine } from "../../src/providers/types";
 import { diffListing, leaseIdFromLabel, overdue } from "../../src/reaper/plan";
+import { leaseRow } from "../support/lease-row";
 
 const ID = newId("lse", Date.parse("2031-03-01T11:00:00Z"));
 const now = Date.parse("2031-03-01T12:00:00Z");
@@ -12,55 +13,8 @@ function machine(over: Partial<OwnMachine>): OwnMachine {
   return { ref: "m1", label: `gpulease-${ID}`, state: "running", created_at: ago(60), price_per_hour: 1, ...over };
 }
 
-function lease(over: Partial<LeaseRow>): LeaseRow {
-  return {
-    id: ID,
-    name: null,
-    status: "running",
-    provider: "runpod",
-    provider_ref: "m1",
-    label: `gpulease-${ID}`,
-    offer_id: null,
-    gpu: null,
-    gpu_count: 1,
-    vram_gb: 24,
-    price_per_hour: 1,
-    currency: "USD",
-    template: "custom",
-    spec: {
-      image: "x",
-      cmd: null,
-      env: {},
-      ports: [],
-      disk_gb: 40,
-      weights_gb: 0,
-      context_length: null,
-      min_billed_minutes: 0,
-    },
-    max_minutes: 60,
-    max_cost: null,
-    expected_cost: null,
-    cost: 0,
-    access: null,
-    error: null,
-    stop_reason: null,
-    exit_code: null,
-    schedule_id: null,
-    token_id: null,
-    idempotency_key: null,
-    callback_hash: null,
-    attempts: null,
-    created_at: ago(30),
-    rented_at: ago(30),
-    running_at: ago(29),
-    stop_requested_at: null,
-    stopped_at: null,
-    teardown_verified_at: null,
-    creates: null,
-    billing_starts_at: null,
-    ...over,
-  };
-}
+const lease = (over: Partial<LeaseRow>): LeaseRow =>
+  leaseRow({ id: ID, created_at: ago(30), rented_at: ago(30), running_at: ago(29), ...over });
 
 const diff = (machines: OwnMachine[], leases: LeaseRow[]) =>
   diffListing({

@@ -22,6 +22,7 @@ import {
   simLease,
   useFakeClock,
 } from "../schedules/support";
+import { rentOk } from "../support/lease";
 
 const REAPER = "*/10 * * * *";
 const GRACE_S = 15 * 60;
@@ -67,9 +68,7 @@ const runpodPodGone = (id: string) => {
 const vastGone = (id: string) => !vast.model.get(id) || vast.model.state(id) === "gone";
 
 async function rentSim(extra: Record<string, unknown> = {}): Promise<Lease> {
-  const res = await api("/v1/leases", { method: "POST", json: simLease(extra) });
-  expect(res.status).toBe(202);
-  return driveUntil(((await res.json()) as Lease).id, "running");
+  return driveUntil((await rentOk(simLease(extra))).id, "running");
 }
 
 describe("orphans", () => {
