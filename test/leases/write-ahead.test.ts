@@ -6,6 +6,7 @@ import { VramfarmFake } from "../fakes/vramfarm";
 import { CrashFake, CrashSwitch, leaseRows, rentWithCrash } from "../money-safety/crash";
 import { apiDirect } from "../robustness/direct";
 import { fireNext, TestClock } from "../robustness/drive";
+import { batchBody } from "../support/lease";
 
 // Findings 1 and 2 of the money-safety review, through the public surface and the keeper's
 // alarms only (no reaper: it is the safety net, not the mechanism).
@@ -55,14 +56,7 @@ describe("write-ahead renting", () => {
       { at: 0, mode: "fail", match: /^d1 UPDATE/, after: /POST \/api\/instances$/ },
       async () => {},
     );
-    const answer = await rentWithCrash(current, {
-      provider: "vramfarm",
-      gpu: "4090",
-      template: "custom",
-      image: "ghcr.io/you/batch:1",
-      cmd: "python /app/run.py",
-      max_minutes: 60,
-    });
+    const answer = await rentWithCrash(current, batchBody("vramfarm"));
     const sw = current;
     current = null;
     expect(sw.reached, sw.seen.join(", ")).toBe(true);

@@ -8,6 +8,7 @@ import { VramfarmFake } from "../fakes/vramfarm";
 import { apiDirect } from "../robustness/direct";
 import { TestClock } from "../robustness/drive";
 import { type Cell, formatMatrix } from "../robustness/matrix";
+import { batchBody } from "../support/lease";
 import { CrashFake, type CrashMode, CrashSwitch, driveToEnd, leaseRows, rentWithCrash } from "./crash";
 
 /*
@@ -25,14 +26,7 @@ const MODES: CrashMode[] = ["fail", "abort", "lost", "stop"];
 const BODY: Record<Name, Record<string, unknown>> = {
   runpod: { provider: "runpod", gpu: "4090", template: "custom", image: "ghcr.io/you/batch:1", max_minutes: 5 },
   vast: { provider: "vast", gpu: "4090", template: "custom", image: "ghcr.io/you/batch:1", max_minutes: 5 },
-  vramfarm: {
-    provider: "vramfarm",
-    gpu: "4090",
-    template: "custom",
-    image: "ghcr.io/you/batch:1",
-    cmd: "python /app/run.py",
-    max_minutes: 5,
-  },
+  vramfarm: batchBody("vramfarm", { max_minutes: 5 }),
   sim: {
     provider: "sim",
     gpu: "4090",

@@ -12,6 +12,7 @@ import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RUNPOD_FAKE_KEY, RUNPOD_FAKE_URL, RunpodFake } from "../fakes/runpod";
 import { VAST_FAKE_KEY, VAST_FAKE_URL, VastFake } from "../fakes/vast";
 import { VRAMFARM_FAKE_TOKEN, VRAMFARM_FAKE_URL, VramfarmFake } from "../fakes/vramfarm";
+import { batchSpec } from "../support/machine-spec";
 
 /*
  * The Provider port's contract (src/providers/types.ts), run over every adapter against its
@@ -116,19 +117,9 @@ const subjects: Record<string, () => Promise<Subject>> = {
 const PROXY = "http://{id}-{port}.proxy.runpod.fake";
 let fakes: InstalledFakes | null = null;
 
-const spec = (label: string): MachineSpec => ({
-  label,
-  template: "custom",
-  image: "ghcr.io/example/batch:1",
-  cmd: "python run.py",
-  env: { MODE: "test" },
+const spec = (label: string): MachineSpec =>
   // No HTTP ports: VRAMfarm publishes none (SSH only); ssh access is what every provider gives.
-  ports: [],
-  disk_gb: 40,
-  weights_gb: 8,
-  context_length: null,
-  max_minutes: 60,
-});
+  batchSpec({ label, image: "ghcr.io/example/batch:1", cmd: "python run.py", env: { MODE: "test" }, weights_gb: 8 });
 
 beforeEach(() => {
   vi.useFakeTimers({ toFake: ["Date"] });

@@ -5,6 +5,7 @@ import type { MachineSpec, ProviderOffer } from "../../src/providers/types";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import { checkRunpodSchema } from "../fakes/openapi-check";
 import { RUNPOD_FAKE_KEY, RunpodFake } from "../fakes/runpod";
+import { ollamaSpec } from "../support/machine-spec";
 
 // RunPod over REST v2 at the adapter level: docs/providers.md#runpod-rest-v2.
 
@@ -44,19 +45,15 @@ function runpod(overrides: Partial<RunpodRestOptions> = {}) {
   });
 }
 
-const spec = (overrides: Partial<MachineSpec> = {}): MachineSpec => ({
-  label: "gl-ollama-0001",
-  template: "ollama",
-  image: "ollama/ollama:0.11.4",
-  cmd: null,
-  env: { A: "b" },
-  ports: [11434],
-  disk_gb: 20,
-  weights_gb: 18,
-  context_length: 8192,
-  max_minutes: 120,
-  ...overrides,
-});
+const spec = (overrides: Partial<MachineSpec> = {}) =>
+  ollamaSpec({
+    label: "gl-ollama-0001",
+    image: "ollama/ollama:0.11.4",
+    env: { A: "b" },
+    disk_gb: 20,
+    max_minutes: 120,
+    ...overrides,
+  });
 
 const offer = (offerId = "runpod:SECURE:NVIDIA GeForce RTX 4090"): ProviderOffer => ({
   offer_id: offerId,

@@ -11,6 +11,7 @@ import {
   RUNPOD_FAKE_URL,
   RunpodFake,
 } from "../fakes/runpod";
+import { ollamaSpec } from "../support/machine-spec";
 
 const PROXY_TEMPLATE = "http://{id}-{port}.proxy.runpod.fake";
 const T0 = Date.parse("2026-11-29T02:00:00Z");
@@ -45,21 +46,8 @@ function runpod(overrides: Partial<RunpodOptions> = {}) {
   });
 }
 
-function spec(overrides: Partial<MachineSpec> = {}): MachineSpec {
-  return {
-    label: "gl-ollama-0001",
-    template: "ollama",
-    image: "ollama/ollama:0.11.4",
-    cmd: null,
-    env: {},
-    ports: [11434],
-    disk_gb: 20,
-    weights_gb: 18,
-    context_length: 8192,
-    max_minutes: 120,
-    ...overrides,
-  };
-}
+const spec = (overrides: Partial<MachineSpec> = {}) =>
+  ollamaSpec({ label: "gl-ollama-0001", image: "ollama/ollama:0.11.4", disk_gb: 20, max_minutes: 120, ...overrides });
 
 function offer(offerId = "runpod:SECURE:NVIDIA GeForce RTX 4090", gpuCount = 1): ProviderOffer {
   return {

@@ -5,6 +5,7 @@ import { type InstalledFakes, installFakes } from "../fakes/install";
 import { json } from "../fakes/respond";
 import { VAST_FAKE_KEY, VAST_FAKE_URL, VastFake } from "../fakes/vast";
 import { api, errorBody } from "../helpers";
+import { ollamaSpec } from "../support/machine-spec";
 
 // Vast.ai corrections from the second pass over vast-cli, gpuhunt, SkyPilot and vast-ai/docs
 // (docs/providers.md#vastai).
@@ -20,19 +21,8 @@ afterEach(() => installed.restore());
 const vast = (overrides: { createTimeoutMs?: number } = {}): Provider =>
   createVastProvider({ apiKey: VAST_FAKE_KEY, baseUrl: VAST_FAKE_URL, sleep: async () => {}, ...overrides });
 
-const spec = (overrides: Partial<MachineSpec> = {}): MachineSpec => ({
-  label: "gpulease-lse-v",
-  template: "ollama",
-  image: "ollama/ollama:latest",
-  cmd: null,
-  env: {},
-  ports: [11434],
-  disk_gb: 40,
-  weights_gb: 18,
-  context_length: null,
-  max_minutes: 60,
-  ...overrides,
-});
+const spec = (overrides: Partial<MachineSpec> = {}) =>
+  ollamaSpec({ label: "gpulease-lse-v", context_length: null, ...overrides });
 
 const bundleBodies = () =>
   fake.requests

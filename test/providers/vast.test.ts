@@ -5,6 +5,7 @@ import { createVastProvider } from "../../src/providers/vast";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import { VAST_ECHOED_API_KEY, VAST_FAKE_KEY, VAST_FAKE_URL, VastFake } from "../fakes/vast";
 import { PROVIDER_SECRETS } from "../helpers";
+import { ollamaSpec } from "../support/machine-spec";
 
 const T0 = Date.parse("2026-11-29T02:00:00Z");
 
@@ -40,19 +41,7 @@ afterEach(() => {
   fakes.restore();
 });
 
-const spec = (overrides: Partial<MachineSpec> = {}): MachineSpec => ({
-  label: "gpulease-lse01",
-  template: "ollama",
-  image: "ollama/ollama:latest",
-  cmd: null,
-  env: {},
-  ports: [11434],
-  disk_gb: 40,
-  weights_gb: 18,
-  context_length: 8192,
-  max_minutes: 60,
-  ...overrides,
-});
+const spec = ollamaSpec;
 
 async function offerFor(gpu = "4090"): Promise<ProviderOffer> {
   const offers = await vast.listOffers({ gpu, vram_gb: 20 });

@@ -5,6 +5,7 @@ import { createVramfarmProvider } from "../../src/providers/vramfarm";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import { VRAMFARM_FAKE_TOKEN, VRAMFARM_FAKE_URL, VramfarmFake } from "../fakes/vramfarm";
 import { PROVIDER_SECRETS } from "../helpers";
+import { batchSpec } from "../support/machine-spec";
 
 const T0 = Date.parse("2026-11-29T02:00:00Z");
 const MINUTE = 60_000;
@@ -41,19 +42,8 @@ afterEach(() => {
   fakes.restore();
 });
 
-const spec = (overrides: Partial<MachineSpec> = {}): MachineSpec => ({
-  label: "gpulease-lse01",
-  template: "custom",
-  image: "ghcr.io/you/batch:2026-11-12",
-  cmd: "python /app/run.py",
-  env: {},
-  ports: [],
-  disk_gb: 60,
-  weights_gb: 0,
-  context_length: null,
-  max_minutes: 60,
-  ...overrides,
-});
+const spec = (overrides: Partial<MachineSpec> = {}) =>
+  batchSpec({ image: "ghcr.io/you/batch:2026-11-12", disk_gb: 60, ...overrides });
 
 const offer4090 = async (): Promise<ProviderOffer> => {
   const offers = await farm.listOffers({ gpu: "rtx-4090", gpu_count: 1 });

@@ -6,6 +6,7 @@ import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RunpodFake } from "../fakes/runpod";
 import { VastFake } from "../fakes/vast";
 import { VramfarmFake } from "../fakes/vramfarm";
+import { batchBody } from "../support/lease";
 import { driveUntil, fireNext, Recorder, TestClock } from "./drive";
 import { type Fault, Faulty, type FaultyProvider, type ProviderCall } from "./faulty";
 import { type Cell, formatMatrix } from "./matrix";
@@ -58,14 +59,7 @@ function faultOf(name: Exclude<FaultName, "ignored" | "flap">): Fault {
 const RENT_BODY: Record<FaultyProvider, Record<string, unknown>> = {
   runpod: { provider: "runpod", gpu: "4090", max_minutes: 60 },
   vast: { provider: "vast", gpu: "4090", max_minutes: 60 },
-  vramfarm: {
-    provider: "vramfarm",
-    gpu: "4090",
-    template: "custom",
-    image: "ghcr.io/you/batch:1",
-    cmd: "python /app/run.py",
-    max_minutes: 60,
-  },
+  vramfarm: batchBody("vramfarm"),
 };
 
 /**

@@ -8,6 +8,7 @@ import { RunpodFake } from "../fakes/runpod";
 import { VAST_ECHOED_API_KEY, VastFake } from "../fakes/vast";
 import { VramfarmFake } from "../fakes/vramfarm";
 import { ADMIN_TOKEN, PROVIDER_SECRETS } from "../helpers";
+import { batchBody } from "../support/lease";
 import { driveUntil, Recorder, TestClock } from "./drive";
 import { Faulty } from "./faulty";
 
@@ -37,14 +38,7 @@ const faulty = {} as { runpod: Faulty; vast: Faulty; vramfarm: Faulty };
 
 const RUNPOD_BODY = { provider: "runpod", gpu: "4090", max_minutes: 60 };
 const VAST_BODY = { provider: "vast", gpu: "4090", max_minutes: 60 };
-const VRAMFARM_BODY = {
-  provider: "vramfarm",
-  gpu: "4090",
-  template: "custom",
-  image: "ghcr.io/you/batch:1",
-  cmd: "python /app/run.py",
-  max_minutes: 60,
-};
+const VRAMFARM_BODY = batchBody("vramfarm");
 
 async function rent(
   body: Record<string, unknown>,

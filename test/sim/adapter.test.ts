@@ -5,6 +5,7 @@ import { ProviderError } from "../../src/providers/http";
 import { createSimProvider } from "../../src/providers/sim";
 import type { MachineSpec, ProviderOffer } from "../../src/providers/types";
 import { SimCloud, simCloud } from "../../src/sim/cloud";
+import { ollamaSpec } from "../support/machine-spec";
 
 // The SimCloud object runs in this test's isolate, so faking Date here moves its clock too.
 const T0 = Date.parse("2030-01-01T00:00:00Z");
@@ -17,18 +18,8 @@ const advance = (seconds: number) => {
 const cloud = () => simCloud(env.SIM_CLOUD);
 const sim = createSimProvider({ namespace: env.SIM_CLOUD, clock: () => Date.now() });
 
-const spec = (label: string, template: MachineSpec["template"] = "ollama"): MachineSpec => ({
-  label,
-  template,
-  image: "ollama/ollama:latest",
-  cmd: null,
-  env: {},
-  ports: [],
-  disk_gb: 40,
-  weights_gb: 18,
-  context_length: 8192,
-  max_minutes: 60,
-});
+const spec = (label: string, template: MachineSpec["template"] = "ollama") =>
+  ollamaSpec({ label, template, ports: [] });
 
 async function offer(gpu: string, count = 1): Promise<ProviderOffer> {
   const found = (await sim.listOffers({ gpu, gpu_count: count }))[0];

@@ -9,6 +9,20 @@ export const simBody = (extra: Record<string, unknown> = {}): Record<string, unk
   ...extra,
 });
 
+/**
+ * A custom-image batch rental at `provider`, with `extra` on top. VRAMfarm rents only custom
+ * images with a command, so the suites that rent at every provider use this body there.
+ */
+export const batchBody = (provider: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+  provider,
+  gpu: "4090",
+  template: "custom",
+  image: "ghcr.io/you/batch:1",
+  cmd: "python /app/run.py",
+  max_minutes: 60,
+  ...extra,
+});
+
 /** POST /v1/leases as the admin (or `init.token`); the raw answer, for tests of refusals. */
 export function rent(body: Record<string, unknown>, init: ApiInit = {}): Promise<Response> {
   return api("/v1/leases", { ...init, method: "POST", json: body });
