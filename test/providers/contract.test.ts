@@ -12,7 +12,7 @@ import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RUNPOD_FAKE_KEY, RUNPOD_FAKE_URL, RunpodFake } from "../fakes/runpod";
 import { VAST_FAKE_KEY, VAST_FAKE_URL, VastFake } from "../fakes/vast";
 import { VRAMFARM_FAKE_TOKEN, VRAMFARM_FAKE_URL, VramfarmFake } from "../fakes/vramfarm";
-import { batchSpec } from "../support/machine-spec";
+import { batchSpec } from "../support/provider-fixtures";
 
 /*
  * The Provider port's contract (src/providers/types.ts), run over every adapter against its

@@ -1,11 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ProviderError } from "../../src/providers/http";
 import { createRunpodRestProvider, type RunpodRestOptions } from "../../src/providers/runpod-rest";
-import type { MachineSpec, ProviderOffer } from "../../src/providers/types";
+import type { MachineSpec } from "../../src/providers/types";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import { checkRunpodSchema } from "../fakes/openapi-check";
 import { RUNPOD_FAKE_KEY, RunpodFake } from "../fakes/runpod";
-import { ollamaSpec } from "../support/machine-spec";
+import { ollamaSpec, runpodOffer } from "../support/provider-fixtures";
 
 // RunPod over REST v2 at the adapter level: docs/providers.md#runpod-rest-v2.
 
@@ -55,24 +55,7 @@ const spec = (overrides: Partial<MachineSpec> = {}) =>
     ...overrides,
   });
 
-const offer = (offerId = "runpod:SECURE:NVIDIA GeForce RTX 4090"): ProviderOffer => ({
-  offer_id: offerId,
-  provider: "runpod",
-  gpu: "RTX 4090",
-  gpu_key: "rtx-4090",
-  gpu_count: 1,
-  vram_gb: 24,
-  price_per_hour: 0.69,
-  currency: "USD",
-  cloud: "SECURE",
-  availability: "high",
-  location: null,
-  bandwidth_gbs: null,
-  download_mbs: null,
-  download_cost_per_gb: 0,
-  min_billed_minutes: 0,
-  templates: ["ollama", "custom"],
-});
+const offer = (offerId?: string) => runpodOffer(offerId);
 
 async function rentOne(s = spec()): Promise<string> {
   const result = await runpod().rent(offer(), s);

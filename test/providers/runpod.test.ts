@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { gpuSpecFor } from "../../src/providers/gpus";
 import { ProviderError } from "../../src/providers/http";
 import { createRunpodProvider, type RunpodOptions } from "../../src/providers/runpod";
-import type { MachineSpec, ProviderOffer } from "../../src/providers/types";
+import type { MachineSpec } from "../../src/providers/types";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import {
   NO_CAPACITY_MESSAGES,
@@ -11,7 +11,7 @@ import {
   RUNPOD_FAKE_URL,
   RunpodFake,
 } from "../fakes/runpod";
-import { ollamaSpec } from "../support/machine-spec";
+import { ollamaSpec, runpodOffer } from "../support/provider-fixtures";
 
 const PROXY_TEMPLATE = "http://{id}-{port}.proxy.runpod.fake";
 const T0 = Date.parse("2026-11-29T02:00:00Z");
@@ -49,26 +49,7 @@ function runpod(overrides: Partial<RunpodOptions> = {}) {
 const spec = (overrides: Partial<MachineSpec> = {}) =>
   ollamaSpec({ label: "gl-ollama-0001", image: "ollama/ollama:0.11.4", disk_gb: 20, max_minutes: 120, ...overrides });
 
-function offer(offerId = "runpod:SECURE:NVIDIA GeForce RTX 4090", gpuCount = 1): ProviderOffer {
-  return {
-    offer_id: offerId,
-    provider: "runpod",
-    gpu: "RTX 4090",
-    gpu_key: "rtx-4090",
-    gpu_count: gpuCount,
-    vram_gb: 24 * gpuCount,
-    price_per_hour: 0.69 * gpuCount,
-    currency: "USD",
-    cloud: "SECURE",
-    availability: "high",
-    location: null,
-    bandwidth_gbs: null,
-    download_mbs: null,
-    download_cost_per_gb: 0,
-    min_billed_minutes: 0,
-    templates: ["ollama", "custom"],
-  };
-}
+const offer = runpodOffer;
 
 async function rentedPod(overrides: Partial<MachineSpec> = {}): Promise<string> {
   const result = await runpod().rent(offer(), spec(overrides));

@@ -5,7 +5,7 @@ import { type InstalledFakes, installFakes } from "../fakes/install";
 import { json } from "../fakes/respond";
 import { VAST_FAKE_KEY, VAST_FAKE_URL, VastFake } from "../fakes/vast";
 import { api, errorBody } from "../helpers";
-import { ollamaSpec } from "../support/machine-spec";
+import { ollamaSpec } from "../support/provider-fixtures";
 
 // Vast.ai corrections from the second pass over vast-cli, gpuhunt, SkyPilot and vast-ai/docs
 // (docs/providers.md#vastai).

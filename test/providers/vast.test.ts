@@ -5,7 +5,7 @@ import { createVastProvider } from "../../src/providers/vast";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import { VAST_ECHOED_API_KEY, VAST_FAKE_KEY, VAST_FAKE_URL, VastFake } from "../fakes/vast";
 import { PROVIDER_SECRETS } from "../helpers";
-import { ollamaSpec } from "../support/machine-spec";
+import { ollamaSpec } from "../support/provider-fixtures";
 
 const T0 = Date.parse("2026-11-29T02:00:00Z");
 

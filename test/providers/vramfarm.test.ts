@@ -5,7 +5,7 @@ import { createVramfarmProvider } from "../../src/providers/vramfarm";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import { VRAMFARM_FAKE_TOKEN, VRAMFARM_FAKE_URL, VramfarmFake } from "../fakes/vramfarm";
 import { PROVIDER_SECRETS } from "../helpers";
-import { batchSpec } from "../support/machine-spec";
+import { batchSpec } from "../support/provider-fixtures";
 
 const T0 = Date.parse("2026-11-29T02:00:00Z");
 const MINUTE = 60_000;

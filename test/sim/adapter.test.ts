@@ -5,7 +5,7 @@ import { ProviderError } from "../../src/providers/http";
 import { createSimProvider } from "../../src/providers/sim";
 import type { MachineSpec, ProviderOffer } from "../../src/providers/types";
 import { SimCloud, simCloud } from "../../src/sim/cloud";
-import { ollamaSpec } from "../support/machine-spec";
+import { ollamaSpec } from "../support/provider-fixtures";
 
 // The SimCloud object runs in this test's isolate, so faking Date here moves its clock too.
 const T0 = Date.parse("2030-01-01T00:00:00Z");

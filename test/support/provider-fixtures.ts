@@ -1,4 +1,4 @@
-import type { MachineSpec } from "../../src/providers/types";
+import type { MachineSpec, ProviderOffer } from "../../src/providers/types";
 
 /** What the rent path hands an adapter for an Ollama lease, with `over` on top. */
 export const ollamaSpec = (over: Partial<MachineSpec> = {}): MachineSpec => ({
@@ -28,4 +28,24 @@ export const batchSpec = (over: Partial<MachineSpec> = {}): MachineSpec => ({
   context_length: null,
   max_minutes: 60,
   ...over,
+});
+
+/** A RunPod secure-cloud RTX 4090 offer for `gpuCount` GPUs, as the RunPod adapters list it. */
+export const runpodOffer = (offerId = "runpod:SECURE:NVIDIA GeForce RTX 4090", gpuCount = 1): ProviderOffer => ({
+  offer_id: offerId,
+  provider: "runpod",
+  gpu: "RTX 4090",
+  gpu_key: "rtx-4090",
+  gpu_count: gpuCount,
+  vram_gb: 24 * gpuCount,
+  price_per_hour: 0.69 * gpuCount,
+  currency: "USD",
+  cloud: "SECURE",
+  availability: "high",
+  location: null,
+  bandwidth_gbs: null,
+  download_mbs: null,
+  download_cost_per_gb: 0,
+  min_billed_minutes: 0,
+  templates: ["ollama", "custom"],
 });
