@@ -1,28 +1,15 @@
 import { describe, expect, it } from "vitest";
 import { compareRanked, rankOffer, rankOffers, toOffer } from "../../src/offers/rank";
 import type { ProviderOffer } from "../../src/providers/types";
+import { providerOffer } from "../support/provider-fixtures";
 
-function offer(overrides: Partial<ProviderOffer> = {}): ProviderOffer {
-  return {
+const offer = (overrides: Partial<ProviderOffer> = {}): ProviderOffer =>
+  providerOffer({
     offer_id: "runpod:SECURE:NVIDIA GeForce RTX 4090:1",
     provider: "runpod",
-    gpu: "RTX 4090",
-    gpu_key: "rtx-4090",
-    gpu_count: 1,
-    vram_gb: 24,
-    price_per_hour: 0.69,
-    currency: "USD",
     cloud: "SECURE",
-    availability: "high",
-    location: null,
-    bandwidth_gbs: null,
-    download_mbs: null,
-    download_cost_per_gb: 0,
-    min_billed_minutes: 0,
-    templates: ["ollama", "custom"],
     ...overrides,
-  };
-}
+  });
 
 const usd = { weightsGb: 24, eurUsd: 1.08 };
 

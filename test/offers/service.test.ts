@@ -5,7 +5,8 @@ import { findOffer, listRankedOffers } from "../../src/offers/service";
 import { ProviderError } from "../../src/providers/http";
 import type { ProviderOffer } from "../../src/providers/types";
 import { PROVIDER_SECRETS } from "../helpers";
-import { providerOffer, registryOf, type StubProvider, stubProvider, world } from "./stub-providers";
+import { providerOffer } from "../support/provider-fixtures";
+import { registryOf, type StubProvider, stubProvider, world } from "./stub-providers";
 
 interface OffersBody {
   offers: Record<string, unknown>[];

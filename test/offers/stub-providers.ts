@@ -71,25 +71,3 @@ export function world(providers: ProviderRegistry, start = Date.parse("2026-11-2
   w.get = async (path) => app.request(path, { headers: { Authorization: `Bearer ${ADMIN_TOKEN}` } }, env);
   return w;
 }
-
-export function providerOffer(
-  overrides: Partial<ProviderOffer> & Pick<ProviderOffer, "offer_id" | "provider">,
-): ProviderOffer {
-  return {
-    gpu: "RTX 4090",
-    gpu_key: "rtx-4090",
-    gpu_count: 1,
-    vram_gb: 24,
-    price_per_hour: 0.69,
-    currency: "USD",
-    cloud: null,
-    availability: "high",
-    location: null,
-    bandwidth_gbs: null,
-    download_mbs: null,
-    download_cost_per_gb: 0,
-    min_billed_minutes: 0,
-    templates: ["ollama", "custom"],
-    ...overrides,
-  };
-}
