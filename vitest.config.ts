@@ -137,9 +137,10 @@ class LongFirst extends BaseSequencer {
 export default defineConfig(async () => ({
   test: {
     sequence: { sequencer: LongFirst },
-    // Vitest's default is one worker less than the cores: one file at a time on 2 cores. A workerd
-    // file spends part of its time starting up and waiting on its runtime, so two overlap well.
-    maxWorkers: Number(process.env.VW ?? availableParallelism() + 1),
+    // One more worker than cores: a workerd file waits on its storage and its runtime between
+    // calls, and the extra worker fills those waits (on 2 cores, before storage moved to memory:
+    // 2 workers 104 s, 3 workers 89 s, 4 workers 95 s). `--maxWorkers` overrides it.
+    maxWorkers: availableParallelism() + 1,
     projects: [
       // Plain functions without state: one Node worker runs them all.
       { test: { name: "pure", environment: "node", include: PURE_SUITES, isolate: false } },
