@@ -5,7 +5,7 @@ import { isRentalUnresolved, type LeaseRow, toLease } from "../leases/ledger";
 import type { Lease, LeaseEvent } from "../leases/schema";
 import type { Caller } from "../services";
 import { duration, money } from "./format";
-import { CsrfField, Empty, StatusBadge, Time } from "./ui";
+import { ActionsHeader, CsrfField, Empty, StatusBadge, Time } from "./ui";
 
 /** What a lease row shows, computed at `now` from the ledger row with the keeper's own billing rules. */
 export interface LeaseView {
@@ -208,11 +208,7 @@ export function LeaseTable({ views, caller, csrf, caption, empty }: LeaseTablePr
             </th>
             <th scope="col">Time left</th>
             <th scope="col">Access</th>
-            {canStop ? (
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            ) : null}
+            {canStop ? <ActionsHeader /> : null}
           </tr>
         </thead>
         <tbody>

@@ -75,21 +75,39 @@ export interface LayoutProps {
   children: Child;
 }
 
+/** The `<head>` every page shares: charset, viewport, both color schemes, the stylesheet. */
+export function DocumentHead(props: { title: string; children?: Child }) {
+  return (
+    <head>
+      <meta charset="utf-8" />
+      <meta name="viewport" content="width=device-width, initial-scale=1" />
+      <meta name="color-scheme" content="light dark" />
+      <link rel="icon" href="data:," />
+      <title>{`${props.title} · gpulease`}</title>
+      <link rel="stylesheet" href={`/assets/dashboard.css?v=${ASSET_VERSION}`} />
+      {props.children}
+    </head>
+  );
+}
+
+/** A table's last header cell for its row buttons, named for screen readers only. */
+export function ActionsHeader() {
+  return (
+    <th scope="col">
+      <span class="visually-hidden">Actions</span>
+    </th>
+  );
+}
+
 export function Layout(props: LayoutProps) {
   const admin = props.caller.scopes.includes("admin");
   return (
     <>
       {raw("<!doctype html>")}
       <html lang="en">
-        <head>
-          <meta charset="utf-8" />
-          <meta name="viewport" content="width=device-width, initial-scale=1" />
-          <meta name="color-scheme" content="light dark" />
-          <link rel="icon" href="data:," />
-          <title>{`${props.title} · gpulease`}</title>
-          <link rel="stylesheet" href={`/assets/dashboard.css?v=${ASSET_VERSION}`} />
+        <DocumentHead title={props.title}>
           <script src={`/assets/dashboard.js?v=${ASSET_VERSION}`} defer></script>
-        </head>
+        </DocumentHead>
         <body data-live={props.live}>
           <a class="skip" href="#main">
             Skip to content

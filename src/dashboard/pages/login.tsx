@@ -1,19 +1,12 @@
 import { raw } from "hono/html";
-import { ASSET_VERSION } from "../assets";
+import { DocumentHead } from "../ui";
 
 export function LoginPage(props: { next: string; message?: string; error?: string }) {
   return (
     <>
       {raw("<!doctype html>")}
       <html lang="en">
-        <head>
-          <meta charset="utf-8" />
-          <meta name="viewport" content="width=device-width, initial-scale=1" />
-          <meta name="color-scheme" content="light dark" />
-          <link rel="icon" href="data:," />
-          <title>Sign in · gpulease</title>
-          <link rel="stylesheet" href={`/assets/dashboard.css?v=${ASSET_VERSION}`} />
-        </head>
+        <DocumentHead title="Sign in" />
         <body>
           <main class="login">
             <h1>gpulease</h1>

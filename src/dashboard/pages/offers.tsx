@@ -4,7 +4,7 @@ import { providerNames } from "../../providers/types";
 import type { Caller } from "../../services";
 import type { ApiProblem } from "../api";
 import { money } from "../format";
-import { CsrfField, Empty, ErrorPanel } from "../ui";
+import { ActionsHeader, CsrfField, Empty, ErrorPanel } from "../ui";
 import type { WorstCase } from "../worst-case";
 
 export interface OfferFilters {
@@ -127,11 +127,7 @@ export function OffersPage(props: {
                   First hour
                 </th>
                 <th scope="col">Availability</th>
-                {canRent ? (
-                  <th scope="col">
-                    <span class="visually-hidden">Actions</span>
-                  </th>
-                ) : null}
+                {canRent ? <ActionsHeader /> : null}
               </tr>
             </thead>
             <tbody>

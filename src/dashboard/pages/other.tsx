@@ -5,7 +5,7 @@ import type { ReaperRun } from "../../reaper/runs";
 import type { Schedule } from "../../schedules/schema";
 import type { Caller } from "../../services";
 import { money } from "../format";
-import { CsrfField, Empty, Time } from "../ui";
+import { ActionsHeader, CsrfField, Empty, Time } from "../ui";
 
 export function SchedulesPage(props: { schedules: Schedule[]; caller: Caller; csrf: string }) {
   if (!props.schedules.length) {
@@ -29,11 +29,7 @@ export function SchedulesPage(props: { schedules: Schedule[]; caller: Caller; cs
             <th scope="col">Next run</th>
             <th scope="col">Last run</th>
             <th scope="col">State</th>
-            {canToggle || canRun ? (
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            ) : null}
+            {canToggle || canRun ? <ActionsHeader /> : null}
           </tr>
         </thead>
         <tbody>
