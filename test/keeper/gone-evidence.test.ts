@@ -1,26 +1,12 @@
-import { env } from "cloudflare:workers";
-import { afterEach, beforeEach, expect, it } from "vitest";
-import { type InstalledFakes, installFakes } from "../fakes/install";
+import { expect, it } from "vitest";
 import { VastFake } from "../fakes/vast";
 import { VramfarmFake } from "../fakes/vramfarm";
-import { driveUntil, fireNext, Recorder, TestClock } from "../robustness/drive";
+import { driveUntil, fireNext, Recorder, scenarioPerTest } from "../robustness/drive";
 import { Faulty, type FaultyProvider } from "../robustness/faulty";
 
 // Finding 3: any 404 was read as "gone", whatever its body (a proxy page, a wrong base URL).
 
-const clock = new TestClock();
-let installed: InstalledFakes | null = null;
-
-beforeEach(async () => {
-  clock.install();
-  clock.advance(3_600_000);
-  await env.DB.prepare("UPDATE leases SET status = 'stopped' WHERE status != 'stopped'").run();
-});
-
-afterEach(() => {
-  installed?.restore();
-  installed = null;
-});
+const { clock, useFakes } = scenarioPerTest();
 
 const BODY = { gpu: "4090", template: "custom", image: "ghcr.io/you/batch:1", cmd: "python run.py", max_minutes: 60 };
 
@@ -29,7 +15,7 @@ for (const provider of ["vast", "vramfarm"] as const satisfies readonly FaultyPr
     const fake =
       provider === "vast" ? new VastFake({ bootMs: 30_000, lingerMs: 5_000 }) : new VramfarmFake({ bootMs: 30_000 });
     const faulty = new Faulty(provider, fake);
-    installed = installFakes(faulty);
+    useFakes(faulty);
     const recorder = new Recorder();
     const rented = await recorder.call("/v1/leases", { method: "POST", json: { ...BODY, provider } });
     expect(rented.status).toBe(202);

@@ -1,29 +1,15 @@
-import { env } from "cloudflare:workers";
-import { afterEach, beforeEach, expect, it } from "vitest";
-import { type InstalledFakes, installFakes } from "../fakes/install";
+import { expect, it } from "vitest";
 import { RunpodFake } from "../fakes/runpod";
 import { runReaperCron } from "../money-safety/crash";
-import { driveUntil, fireNext, Recorder, TestClock } from "../robustness/drive";
+import { driveUntil, fireNext, Recorder, scenarioPerTest } from "../robustness/drive";
 import { Faulty } from "../robustness/faulty";
 
-const clock = new TestClock();
-let installed: InstalledFakes | null = null;
-
-beforeEach(async () => {
-  clock.install();
-  clock.advance(3_600_000);
-  await env.DB.prepare("UPDATE leases SET status = 'stopped' WHERE status != 'stopped'").run();
-});
-
-afterEach(() => {
-  installed?.restore();
-  installed = null;
-});
+const { clock, useFakes } = scenarioPerTest();
 
 it("finding 6: a lease the reaper reopens needs two gone reads again, not one", async () => {
   const runpod = new RunpodFake({ quirks: { bootMs: 30_000, lingerMs: 5_000 } });
   const faulty = new Faulty("runpod", runpod);
-  installed = installFakes(faulty);
+  useFakes(faulty);
   const recorder = new Recorder();
   const rented = await recorder.call("/v1/leases", {
     method: "POST",

@@ -1,4 +1,7 @@
+import { env } from "cloudflare:workers";
+import { afterEach, beforeEach } from "vitest";
 import type { Lease } from "../../src/leases/schema";
+import { type FakeService, type InstalledFakes, installFakes } from "../fakes/install";
 import { api as apiDirect } from "../helpers";
 import { TestClock } from "../support/clock";
 import { driveUntil as driveLease, fireNext } from "../support/keeper";
@@ -44,6 +47,32 @@ export class Recorder {
 }
 
 export { fireNext };
+
+/**
+ * Hooks for a suite of lease scenarios. Before each test: the clock faked and moved an hour on,
+ * and no lease left active by the test before (it would count against MAX_ACTIVE_LEASES). After
+ * each: the fakes the test installed with `useFakes` are taken down.
+ */
+export function scenarioPerTest(): { clock: TestClock; useFakes: (...services: FakeService[]) => InstalledFakes } {
+  const clock = new TestClock();
+  let installed: InstalledFakes | null = null;
+  beforeEach(async () => {
+    clock.install();
+    clock.advance(3_600_000);
+    await env.DB.prepare("UPDATE leases SET status = 'stopped' WHERE status != 'stopped'").run();
+  });
+  afterEach(() => {
+    installed?.restore();
+    installed = null;
+  });
+  return {
+    clock,
+    useFakes: (...services) => {
+      installed = installFakes(...services);
+      return installed;
+    },
+  };
+}
 
 /**
  * The shared driveUntil (test/support/keeper.ts): the lease is read from the ledger between
