@@ -26,10 +26,10 @@ export function apiRequest(path: string, init: ApiInit = {}): Request {
 
 /**
  * A request through the worker's own fetch handler (same handler, env and Durable Objects as
- * SELF), waiting for its waitUntil work. Not SELF.fetch: in @cloudflare/vitest-pool-workers 0.23
- * SELF.fetch gets slower with every call made in a test file (about 15 ms a request over the
- * first 400 calls, 500 ms after 1,600, then "Maximum call stack size exceeded"), and suites that
- * drive leases through hundreds of alarms read the lease after each one.
+ * SELF), waiting for its waitUntil work. SELF.fetch once got slower with every call a runtime
+ * served (a Proxy more per call in @cloudflare/vitest-pool-workers 0.23, patched on install by
+ * scripts/patch-test-deps.mjs); the direct call also skips a hop, which suites that read the
+ * lease after each of hundreds of alarms notice.
  */
 export async function api(path: string, init: ApiInit = {}): Promise<Response> {
   return workerFetch(apiRequest(path, init));
