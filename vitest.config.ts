@@ -37,12 +37,7 @@ const PURE_SUITES = [
   "test/webhooks/url.test.ts",
 ];
 
-async function workersProject(
-  name: string,
-  include: string[],
-  exclude: string[],
-  extraBindings: Record<string, string> = {},
-): Promise<TestProjectInlineConfiguration> {
+async function workersProject(include: string[], exclude: string[]): Promise<TestProjectInlineConfiguration> {
   return {
     plugins: [
       cloudflareTest({
@@ -67,7 +62,6 @@ async function workersProject(
             RENT_RATE_LIMIT_PER_MIN: "1000000",
             // Requests the bad-input fuzzer sends (test/robustness/fuzz.test.ts); CI keeps at least 5,000.
             FUZZ_RUNS: process.env.FUZZ_RUNS ?? "5000",
-            ...extraBindings,
           },
           // Tripwire: a provider call that escapes the in-isolate fakes must never reach a network.
           outboundService: async (request: Request) =>
@@ -76,7 +70,7 @@ async function workersProject(
       }),
     ],
     test: {
-      name,
+      name: "workers",
       setupFiles: ["./test/setup.ts"],
       include,
       exclude,
@@ -91,16 +85,13 @@ async function workersProject(
   };
 }
 
-/** Re-runs, with RUNPOD_TRANSPORT=graphql, the suites that take a RunPod transport end to end. */
-const GRAPHQL_TRANSPORT = "test/graphql-transport.test.ts";
-
 /**
  * The files that take seconds, longest first. Vitest orders files by the durations it cached on
  * an earlier run, and by size when it has none (a fresh clone, CI): these small files, which
  * register big matrices, would then start last and leave one worker running them alone.
  */
 const LONG_FIRST = [
-  GRAPHQL_TRANSPORT,
+  "test/graphql-transport.test.ts",
   "test/robustness/fuzz.test.ts",
   "test/robustness/faults-runpod.test.ts",
   "test/robustness/faults-vramfarm.test.ts",
@@ -112,12 +103,8 @@ const LONG_FIRST = [
   "test/money-safety/crash-points-vast.test.ts",
   "test/schedules/dispatcher.test.ts",
 ];
-/**
- * Projects in the order they start: the Node suites first (a second of work while the first
- * workerd starts), then the one GraphQL file beside the workers' files. Each workerd project
- * needs its own runtimes (the bindings differ).
- */
-const PROJECT_ORDER = ["pure", "graphql", "workers"];
+/** The Node suites first: a second of work while the first workerd starts. */
+const PROJECT_ORDER = ["pure", "workers"];
 
 class LongFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
@@ -144,8 +131,7 @@ export default defineConfig(async () => ({
     projects: [
       // Plain functions without state: one Node worker runs them all.
       { test: { name: "pure", environment: "node", include: PURE_SUITES, isolate: false } },
-      await workersProject("workers", ["test/**/*.test.ts"], ["test/e2e/**", GRAPHQL_TRANSPORT, ...PURE_SUITES]),
-      await workersProject("graphql", [GRAPHQL_TRANSPORT], [], { RUNPOD_TRANSPORT: "graphql" }),
+      await workersProject(["test/**/*.test.ts"], ["test/e2e/**", ...PURE_SUITES]),
     ],
   },
 }));

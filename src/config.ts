@@ -192,7 +192,19 @@ export interface Settings {
   invalid: string[];
 }
 
-const cache = new WeakMap<object, Settings>();
+let cache = new WeakMap<object, Settings>();
+/**
+ * Vars laid over the env's. Always empty in a deployed worker. The worker, its Durable Objects
+ * and the unit tests share one isolate, so a suite can re-run under another value of a var
+ * (RunPod's GraphQL transport, test/graphql-transport.test.ts) without a runtime of its own.
+ */
+let overlay: Partial<Record<keyof Vars, string>> = {};
+
+/** Lays `vars` over the env's (replacing any earlier overlay); `{}` takes it away. */
+export function overlayVars(vars: Partial<Record<keyof Vars, string>>): void {
+  overlay = { ...vars };
+  cache = new WeakMap();
+}
 /**
  * The last value each var parsed to in this isolate. A malformed var must not stop caps and
  * teardown: keepers and the reaper run on the last valid value (or the documented default).
@@ -202,7 +214,7 @@ const lastValid = new Map<string, unknown>();
 function rawVars(env: Partial<Record<keyof Vars, unknown>>): Record<string, unknown> {
   const raw: Record<string, unknown> = {};
   for (const key of Object.keys(varsSchema.shape)) {
-    const value = (env as Record<string, unknown>)[key];
+    const value = key in overlay ? overlay[key as keyof Vars] : (env as Record<string, unknown>)[key];
     // wrangler --var and .dev.vars deliver strings; a JSON-typed var may arrive as number/boolean.
     raw[key] = typeof value === "number" || typeof value === "boolean" ? String(value) : value;
   }

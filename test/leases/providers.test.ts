@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { loadSettings } from "../../src/config";
 import type { Lease } from "../../src/leases/schema";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RunpodFake } from "../fakes/runpod";
@@ -60,7 +61,7 @@ beforeEach(() => {
 
 afterEach(() => fakes.restore());
 
-describe(`RunPod over ${env.RUNPOD_TRANSPORT}`, () => {
+describe("RunPod over the configured transport", () => {
   it("rents, waits for Ollama behind the proxy, ends by the job's call-back, verifies the pod is gone", async () => {
     const lease = await rentOk({ provider: "runpod", gpu: "4090", max_minutes: 60 });
     expect(lease).toMatchObject({ provider: "runpod", status: "provisioning", currency: "USD" });
@@ -109,7 +110,7 @@ describe(`RunPod over ${env.RUNPOD_TRANSPORT}`, () => {
 
     // The configured transport did all of it: on REST v2 no GraphQL call at all, and the reverse.
     const transports = new Set(runpod.requests.map((r) => r.transport));
-    expect([...transports]).toEqual([env.RUNPOD_TRANSPORT]);
+    expect([...transports]).toEqual([loadSettings(env).config.runpodTransport]);
   });
 });
 
