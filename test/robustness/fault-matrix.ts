@@ -1,13 +1,11 @@
-import { env } from "cloudflare:workers";
-import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import type { Lease } from "../../src/leases/schema";
 import type { CloudModel } from "../../src/sim/model";
-import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RunpodFake } from "../fakes/runpod";
 import { VastFake } from "../fakes/vast";
 import { VramfarmFake } from "../fakes/vramfarm";
 import { batchBody } from "../support/lease";
-import { driveUntil, fireNext, Recorder, TestClock } from "./drive";
+import { driveUntil, fireNext, Recorder, scenarioPerTest, type TestClock } from "./drive";
 import { type Fault, Faulty, type FaultyProvider, type ProviderCall } from "./faulty";
 import { type Cell, formatMatrix } from "./matrix";
 
@@ -72,8 +70,9 @@ const KNOWN_GAPS: Record<string, string> = {};
 const results = new Map<string, Cell>();
 const cellKey = (provider: FaultyProvider, call: Call, fault: FaultName) => `${provider}|${call}|${fault}`;
 
-const clock = new TestClock();
-let installed: InstalledFakes | null = null;
+/** Set by faultMatrix(): the per-cell clock and fakes (scenarioPerTest in drive.ts). */
+let clock: TestClock;
+let useFakes: ReturnType<typeof scenarioPerTest>["useFakes"];
 
 interface World {
   provider: FaultyProvider;
@@ -95,7 +94,7 @@ function makeWorld(provider: FaultyProvider): World {
     vast: new Faulty("vast", vast),
     vramfarm: new Faulty("vramfarm", vramfarm),
   };
-  installed = installFakes(faulty.runpod, faulty.vast, faulty.vramfarm);
+  useFakes(faulty.runpod, faulty.vast, faulty.vramfarm);
   return {
     provider,
     faulty: faulty[provider],
@@ -324,21 +323,11 @@ async function runCell(provider: FaultyProvider, call: Call, faultName: FaultNam
 
 /**
  * Registers the matrix for one provider: faults-<provider>.test.ts each call this, so the three
- * matrices are separate files that vitest spreads over its workers, and the GraphQL project
- * re-runs the RunPod one.
+ * matrices are separate files that vitest spreads over its workers, and
+ * test/graphql-transport.test.ts re-runs the RunPod one over GraphQL.
  */
 export function faultMatrix(provider: FaultyProvider): void {
-  beforeEach(() => {
-    clock.install();
-    clock.advance(3_600_000);
-  });
-
-  afterEach(async () => {
-    installed?.restore();
-    installed = null;
-    // A lease a failed cell left active would count against MAX_ACTIVE_LEASES in the next cell.
-    await env.DB.prepare("UPDATE leases SET status = 'stopped' WHERE status != 'stopped'").run();
-  });
+  ({ clock, useFakes } = scenarioPerTest());
 
   afterAll(() => {
     const table = formatMatrix(

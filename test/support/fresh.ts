@@ -15,10 +15,16 @@ export async function freshState(): Promise<void> {
   const { results } = await env.DB.prepare(
     "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name <> 'd1_migrations'",
   ).all<{ name: string }>();
-  // D1 has no BEGIN; a batch is one transaction, and deferred foreign keys let it empty the
-  // tables in any order.
+  await emptyTables(results.map(({ name }) => name));
+}
+
+/** The outbox and its subscribers: a webhook left by an earlier test would get this test's events. */
+export const WEBHOOK_TABLES = ["webhooks", "webhook_deliveries", "webhook_events"];
+
+/** Empties D1 tables in one batch: D1 has no BEGIN, and deferred foreign keys allow any order. */
+export async function emptyTables(names: string[]): Promise<void> {
   await env.DB.batch([
     env.DB.prepare("PRAGMA defer_foreign_keys = ON"),
-    ...results.map(({ name }) => env.DB.prepare(`DELETE FROM "${name}"`)),
+    ...names.map((name) => env.DB.prepare(`DELETE FROM "${name}"`)),
   ]);
 }

@@ -5,6 +5,7 @@ import { createServices } from "../../src/services";
 import { afterFailure, enqueue, FIRST_RETRY_MS, RETRY_FOR_MS, retryGapMs } from "../../src/webhooks/outbox";
 import { deliverDue, type Fetch } from "../../src/webhooks/sender";
 import { api, PROVIDER_SECRETS } from "../helpers";
+import { emptyTables, WEBHOOK_TABLES } from "../support/fresh";
 
 describe("backoff", () => {
   it("retries first within a minute, then doubles up to 4 hours", () => {
@@ -71,11 +72,7 @@ async function deliveries(hookId: string) {
 beforeEach(async () => {
   now += 86_400_000 * 3;
   // Earlier tests' webhooks would receive this test's events too.
-  await env.DB.batch([
-    env.DB.prepare("DELETE FROM webhooks"),
-    env.DB.prepare("DELETE FROM webhook_deliveries"),
-    env.DB.prepare("DELETE FROM webhook_events"),
-  ]);
+  await emptyTables(WEBHOOK_TABLES);
 });
 
 describe("the outbox", () => {

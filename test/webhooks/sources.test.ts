@@ -6,6 +6,7 @@ import type { Lease } from "../../src/leases/schema";
 import { createServices } from "../../src/services";
 import { api } from "../helpers";
 import { clock, envWith, fireCron, resetSim, useFakeClock } from "../schedules/support";
+import { emptyTables, WEBHOOK_TABLES } from "../support/fresh";
 
 async function hookFor(events: string[]): Promise<void> {
   const res = await api("/v1/webhooks", { method: "POST", json: { url: "https://hooks.example.com/s", events } });
@@ -22,11 +23,7 @@ async function outboxEvents(): Promise<{ type: string; lease_id: string | null; 
 beforeEach(async () => {
   useFakeClock(Date.parse("2031-06-01T00:00:00Z"));
   await resetSim();
-  await env.DB.batch([
-    env.DB.prepare("DELETE FROM webhooks"),
-    env.DB.prepare("DELETE FROM webhook_deliveries"),
-    env.DB.prepare("DELETE FROM webhook_events"),
-  ]);
+  await emptyTables(WEBHOOK_TABLES);
 });
 
 describe("events from the dispatcher and the budget", () => {
