@@ -1,16 +1,26 @@
-import { abortAllDurableObjects, applyD1Migrations, reset } from "cloudflare:test";
+import { applyD1Migrations, reset } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { vi } from "vitest";
+import { clearOfferCache } from "../../src/offers/cache";
+import { simCloud } from "../../src/sim/cloud";
 
 /**
- * An empty ledger, fresh Durable Objects and the real clock. Test files share one workerd per
+ * An empty ledger, fresh Durable Objects, no cached offer listing and the real clock. Test files share one workerd per
  * vitest worker (isolate: false in vitest.config.ts), so test/setup.ts runs this before each file.
  */
 export async function freshState(): Promise<void> {
   vi.useRealTimers();
-  await abortAllDurableObjects();
-  // Every Durable Object's storage and alarms; D1 lives outside them, so it is emptied below.
+  // The isolate's own offers cache outlives a file; a listing an earlier file cached (the sim
+  // with no RTX 4090 left, say) would answer this file's rentals for up to 30 s.
+  clearOfferCache();
+  // Aborts every live Durable Object and wipes its storage and alarms. Not after
+  // abortAllDurableObjects(): an aborted object is no longer live, and reset() then leaves its
+  // storage as it was (the sim's machines lived on into the next file). D1 lives outside the
+  // objects, so it is emptied below.
   await reset();
+  // An object evicted while idle is not live either; the one singleton whose state a later file
+  // would see, the simulated cloud, goes back to its defaults explicitly.
+  await simCloud(env.SIM_CLOUD).reset();
   await applyD1Migrations(env.DB, env.TEST_MIGRATIONS);
   const { results } = await env.DB.prepare(
     "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name <> 'd1_migrations'",
