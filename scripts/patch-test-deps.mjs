@@ -3,11 +3,13 @@
 // is a literal find-and-replace: when a dependency changes so that the text is gone, the install
 // fails here, and the patch must be looked at again (dropped if the upstream fix has landed).
 // Figures: docs/architecture.md, "Tests".
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 
 const poolDir = fileURLToPath(new URL("../node_modules/@cloudflare/vitest-pool-workers/", import.meta.url));
+// An install without dev dependencies (`npm ci --omit=dev`) has no test runtime to patch.
+if (!existsSync(poolDir)) process.exit(0);
 // The miniflare the pool starts its runtimes with (wrangler keeps its own, untouched).
 const poolMiniflare = createRequire(poolDir).resolve("miniflare");
 
@@ -25,8 +27,8 @@ const PATCHES = [
   },
   {
     // The pool talks to each workerd runner over one WebSocket on loopback; ws offers
-    // permessage-deflate by default, and compressing every RPC message took a tenth of the
-    // test run's main-process CPU (and as much again in workerd) for no gain on loopback.
+    // permessage-deflate by default, and compressing and inflating every RPC message took a
+    // tenth of the unit run's main-process CPU (node --cpu-prof), for no gain on loopback.
     file: poolMiniflare,
     find: "    const ws = new import_ws2.default(url46, protocols, {\n",
     replace: "    const ws = new import_ws2.default(url46, protocols, {\n      perMessageDeflate: false,\n",
