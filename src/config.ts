@@ -205,6 +205,7 @@ export function overlayVars(vars: Partial<Record<keyof Vars, string>>): void {
   overlay = { ...vars };
   cache = new WeakMap();
 }
+
 /**
  * The last value each var parsed to in this isolate. A malformed var must not stop caps and
  * teardown: keepers and the reaper run on the last valid value (or the documented default).
