@@ -1,7 +1,7 @@
 // Starts the local worker (wrangler dev) on a free loopback port with a throwaway state folder and
 // its D1 migrated. Used by the benches and the end-to-end suites (test/e2e).
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -33,9 +33,7 @@ export async function startWorker({ port, vars = [], sim = false, admin = ADMIN 
   const inspectorPort = await freePort();
   const persist = mkdtempSync(join(tmpdir(), "gpulease-local-"));
   const env = { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" };
-  // Async, so that several workers (the e2e suites start three) migrate side by side.
-  const migrate = await run(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", persist], env);
-  if (migrate.status !== 0) throw new Error(`migrations failed: ${migrate.output}`);
+  cpSync(await migratedState(env), persist, { recursive: true });
   const child = spawn(
     wrangler,
     [
@@ -90,6 +88,22 @@ export async function startWorker({ port, vars = [], sim = false, admin = ADMIN 
     rmSync(persist, { recursive: true, force: true });
   };
   return { base, admin, api, log: () => log, stop };
+}
+
+let migrated;
+/**
+ * A state folder with the local D1 migrated, made once per process: each worker starts from a
+ * copy, so the e2e suites' three workers pay for one `wrangler d1 migrations apply`, not three.
+ */
+function migratedState(env) {
+  migrated ??= (async () => {
+    const dir = mkdtempSync(join(tmpdir(), "gpulease-migrated-"));
+    process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
+    const migrate = await run(wrangler, ["d1", "migrations", "apply", "DB", "--local", "--persist-to", dir], env);
+    if (migrate.status !== 0) throw new Error(`migrations failed: ${migrate.output}`);
+    return dir;
+  })();
+  return migrated;
 }
 
 /** Runs a command to its end: its exit status and combined output. */
