@@ -2,13 +2,11 @@
 // The counting happens in workerd (test/reaper/scale.test.ts counts every request at the fakes,
 // every D1 statement and batch, and every keeper call); this prints its figures.
 //   node bench/reaper-scale.mjs
-import { spawnSync } from "node:child_process";
+import { runVitest } from "./lib/vitest-run.mjs";
 
-const run = spawnSync("node_modules/.bin/vitest", ["run", "test/reaper/scale.test.ts"], { encoding: "utf8" });
-// biome-ignore lint/suspicious/noControlCharactersInRegex: strips ANSI colour codes from vitest output
-const out = `${run.stdout}\n${run.stderr}`.replace(/\x1b\[[0-9;]*m/g, "");
+const { status, out } = runVitest(["test/reaper/scale.test.ts"]);
 const figures = out.split("\n").filter((line) => line.startsWith('{"rows"'));
-if (run.status !== 0 || figures.length === 0) {
+if (status !== 0 || figures.length === 0) {
   console.error(out);
   process.exit(1);
 }

@@ -2,10 +2,11 @@
 // it: a fresh clone of HEAD, `npm ci`, no vite cache. Prints vitest's own duration and the wall
 // time of each run, and the test counts.
 //   node bench/unit-run.mjs [runs=3]
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { runVitest } from "./lib/vitest-run.mjs";
 
 const runs = Number(process.argv[2] ?? 3);
 const clone = mkdtempSync(join(tmpdir(), "gpulease-unit-run-"));
@@ -18,13 +19,11 @@ const durations = [];
 for (let i = 1; i <= runs; i++) {
   rmSync(join(clone, "node_modules/.vite"), { recursive: true, force: true });
   const started = performance.now();
-  const run = spawnSync("node_modules/.bin/vitest", ["run", "--reporter=dot"], { cwd: clone, encoding: "utf8" });
+  const { status, out } = runVitest(["--reporter=dot"], { cwd: clone });
   const wall = (performance.now() - started) / 1000;
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: strips ANSI colour codes from vitest output
-  const out = `${run.stdout}\n${run.stderr}`.replace(/\x1b\[[0-9;]*m/g, "");
   const duration = Number(out.match(/Duration\s+([\d.]+)s/)?.[1]);
   const tests = out.match(/Tests\s+(.*)/)?.[1]?.trim();
-  if (run.status !== 0 || Number.isNaN(duration)) {
+  if (status !== 0 || Number.isNaN(duration)) {
     console.error(out);
     process.exit(1);
   }
