@@ -5,7 +5,7 @@ import { DISPATCHER_CRON, REAPER_CRON } from "./cron";
 import { runReaper } from "./reaper/reaper";
 import { runDispatcher } from "./schedules/dispatcher";
 import { createServices } from "./services";
-import { wakeOutbox } from "./webhooks/sender";
+import { wakeOutbox } from "./webhooks/wake";
 
 export { RateLimiter } from "./auth/rate-limiter";
 export { LeaseKeeper } from "./keeper/keeper";

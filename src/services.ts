@@ -1,8 +1,10 @@
 import type { Config } from "./config";
+import { type KeeperPort, keepersOf } from "./keeper/client";
 import { createLogger, type Logger } from "./lib/log";
 import { type Clock, type Sleep, systemClock, systemSleep } from "./lib/time";
 import { createProviders, type ProviderRegistry } from "./providers/registry";
 import { secretsOf } from "./providers/scrub";
+import { wakeOutbox } from "./webhooks/wake";
 
 export type Scope = "read" | "rent" | "stop" | "admin";
 
@@ -23,6 +25,10 @@ export interface Services {
   sleep: Sleep;
   /** structured, scrubbed log lines; a request's carry its request_id */
   log: Logger;
+  /** the lease keepers (Durable Objects): the one writer of each lease after insert */
+  keepers: KeeperPort;
+  /** the webhook outbox: wake its sender after events that announce */
+  outbox: { wake(): Promise<void> };
 }
 
 export type AppEnv = {
@@ -53,5 +59,7 @@ export function createServices(
     clock,
     sleep,
     log: createLogger(secretsOf(config)),
+    keepers: keepersOf(env),
+    outbox: { wake: () => wakeOutbox(env) },
   };
 }

@@ -1,6 +1,5 @@
-import { RentRefusal } from "../leases/refusal";
 import type { Services } from "../services";
-import { loadSpend, roundUsd, type Spend } from "./spend";
+import { loadSpend, type Spend } from "./spend";
 
 export interface BudgetBreach {
   period: "daily" | "monthly";
@@ -26,29 +25,6 @@ export function budgetBreach(
 
 function budgetOf(services: Services) {
   return { daily: services.config.budgetDailyUsd, monthly: services.config.budgetMonthlyUsd };
-}
-
-/**
- * Refuses (402 budget_exceeded) a rental whose worst case would cross the daily or monthly
- * budget. The worst case counts on top of what was spent and what active leases may still
- * cost by their caps, so leases held to their caps can never cross the budget together.
- */
-export async function assertWithinBudget(services: Services, worstCaseUsd: number): Promise<void> {
-  const budget = budgetOf(services);
-  if (budget.daily === null && budget.monthly === null) return;
-  const spend = await loadSpend(services.db, services.clock(), services.config.eurUsd);
-  const breach = budgetBreach(
-    budget,
-    { today: spend.committedToday + worstCaseUsd, month: spend.committedMonth + worstCaseUsd },
-    true,
-  );
-  if (!breach) return;
-  const period = breach.period === "daily" ? "today's" : "this month's";
-  throw new RentRefusal(
-    "budget_exceeded",
-    `this rental may cost up to ${roundUsd(worstCaseUsd)} USD, which would take ${period} committed spend to ` +
-      `${roundUsd(breach.amountUsd)} USD, over the ${breach.period} budget of ${breach.budgetUsd} USD`,
-  );
 }
 
 /** Spend now, and the budget actual spend has reached, if any. */

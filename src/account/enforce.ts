@@ -32,7 +32,7 @@ export async function enforceBudget(services: Services): Promise<BudgetEnforceme
   if (targets.length > 0) await enqueue(services.db, budgetEvent(breach, detail, targets.length), services.clock());
   await mapLimit(targets, 5, async (lease) => {
     try {
-      await stopViaKeeper(services.env, lease.id, "budget", detail);
+      await stopViaKeeper(services.keepers, lease.id, "budget", detail);
       outcome.stopped.push(lease.id);
     } catch (error) {
       outcome.failed.push({ leaseId: lease.id, error: error instanceof Error ? error.message : String(error) });

@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { requireScope } from "../auth/middleware";
 import { BillingDaySchema, billingByDay } from "../billing/report";
 import { errorResponses } from "../errors";
-import { isRentalUnresolved } from "../leases/ledger";
+import { leasesWithUnresolvedCreates } from "../leases/creates";
 import { withTimeout } from "../lib/timeout";
 import { scrubError } from "../providers/scrub";
 import { CurrencySchema, type ProviderName, ProviderNameSchema, providerNames } from "../providers/types";
@@ -109,7 +109,7 @@ export const accountRoutes = createRouter().openapi(accountRoute, async (c) => {
       unverified_teardowns: spend.activeLeases
         .filter((l) => l.status === "stopping" && l.error === "teardown_unverified")
         .map((l) => l.id),
-      unresolved_rentals: spend.activeLeases.filter(isRentalUnresolved).map((l) => l.id),
+      unresolved_rentals: await leasesWithUnresolvedCreates(services.db),
       billing,
     },
     200,

@@ -1,5 +1,5 @@
-import { timeCost, toUsd } from "../keeper/billing";
 import { type LeaseRow, LeaseRowSchema } from "../leases/ledger";
+import { timeCost, toUsd } from "../leases/pricing";
 import { iso, ms } from "../lib/time";
 
 /** Budget periods are UTC days and UTC calendar months. */
@@ -13,10 +13,14 @@ export function monthStart(now: number): number {
   return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
 }
 
-/** What a lease has cost so far in USD: the keeper's figure, or the price × time if that is ahead. */
+/**
+ * What a lease has cost so far in USD, its other machines included: for an active lease the
+ * keeper's figure or price × time if that is ahead; once stopping, the keeper's figure, which it
+ * keeps running until the teardown verifies (so spend never goes down when the lease stops).
+ */
 export function spentUsd(lease: LeaseRow, now: number, eurUsd: number): number {
-  const live = lease.status === "stopped" ? 0 : timeCost(lease, now);
-  return toUsd(Math.max(lease.cost, live), lease.currency, eurUsd);
+  const live = lease.status === "provisioning" || lease.status === "running" ? timeCost(lease, now) : 0;
+  return toUsd(Math.max(lease.cost, live) + (lease.strays_cost ?? 0), lease.currency, eurUsd);
 }
 
 /** The most a lease can cost in USD: its expected cost at rental, or what it already cost. */
@@ -109,8 +113,8 @@ export async function loadSpend(db: D1Database, now: number, eurUsd: number, upT
     db
       .prepare(
         `SELECT
-           COALESCE(SUM(CASE WHEN currency = 'EUR' THEN cost * ?1 ELSE cost END), 0) AS month_usd,
-           COALESCE(SUM(CASE WHEN ${BILLED_FROM} >= ?3 THEN (CASE WHEN currency = 'EUR' THEN cost * ?1 ELSE cost END) ELSE 0 END), 0) AS today_usd
+           COALESCE(SUM(CASE WHEN currency = 'EUR' THEN (cost + strays_cost) * ?1 ELSE cost + strays_cost END), 0) AS month_usd,
+           COALESCE(SUM(CASE WHEN ${BILLED_FROM} >= ?3 THEN (CASE WHEN currency = 'EUR' THEN (cost + strays_cost) * ?1 ELSE cost + strays_cost END) ELSE 0 END), 0) AS today_usd
          FROM leases WHERE status = 'stopped' AND ${BILLED_FROM} >= ?2${upTo}`,
       )
       .bind(eurUsd, month, day, ...(upToLeaseId ? [upToLeaseId] : [])),

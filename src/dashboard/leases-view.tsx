@@ -1,7 +1,7 @@
 import { hasScope } from "../auth/middleware";
 import type { Config } from "../config";
-import { billedFrom, costCapAt, timeCapAt, timeCost } from "../keeper/billing";
-import { isRentalUnresolved, type LeaseRow, toLease } from "../leases/ledger";
+import { type LeaseRow, toLease } from "../leases/ledger";
+import { billedFrom, costCapAt, timeCapAt, timeCost } from "../leases/pricing";
 import type { Lease, LeaseEvent } from "../leases/schema";
 import type { Caller } from "../services";
 import { duration, money } from "./format";
@@ -39,7 +39,8 @@ export function leaseView(row: LeaseRow, now: number, config: Config): LeaseView
   const startDeadline =
     row.status === "provisioning" ? Date.parse(row.created_at) + config.startTimeoutMin * 60_000 : null;
   return {
-    lease: toLease(row),
+    // The dashboard's lease views show no create records (the API's lease does).
+    lease: toLease(row, []),
     costNow: costCap === null ? costNow : Math.min(costNow, Math.max(costCap, row.cost)),
     billing,
     costCap,
@@ -260,9 +261,9 @@ export function LeaseTable({ views, caller, csrf, caption, empty }: LeaseTablePr
 }
 
 /** Unverified teardowns and unresolved rentals: a person must look at these before anything else. */
-export function Alarms({ rows }: { rows: readonly LeaseRow[] }) {
+export function Alarms({ rows, unresolvedIds }: { rows: readonly LeaseRow[]; unresolvedIds: ReadonlySet<string> }) {
   const unverified = rows.filter((r) => r.status === "stopping" && r.error === "teardown_unverified");
-  const unresolved = rows.filter((r) => isRentalUnresolved(r) && r.error !== "teardown_unverified");
+  const unresolved = rows.filter((r) => unresolvedIds.has(r.id) && r.error !== "teardown_unverified");
   if (!unverified.length && !unresolved.length) return null;
   return (
     <section class="alarms" aria-label="Alarms">
@@ -276,9 +277,9 @@ export function Alarms({ rows }: { rows: readonly LeaseRow[] }) {
       ))}
       {unresolved.map((r) => (
         <p class="alarm" role="alert">
-          <strong>Rental unresolved:</strong> <a href={`/leases/${r.id}`}>{r.name ?? r.id}</a> — the provider did not
-          say whether {r.provider ?? "it"} created a machine. gpulease is looking for it by label and will tear it down
-          if it exists.
+          <strong>Rental unresolved:</strong> <a href={`/leases/${r.id}`}>{r.name ?? r.id}</a> — a provider did not say
+          whether a create of this lease made a machine. gpulease is looking for it by label and will tear it down if it
+          exists.
         </p>
       ))}
     </section>

@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
 import { resumeSession } from "../auth/sessions";
+import { leasesWithUnresolvedCreates } from "../leases/creates";
 import { listEvents } from "../leases/ledger";
 import { readSessionCookie } from "./cookie";
 import { activeRows, leaseRow, recentStoppedRows, views } from "./data";
@@ -40,7 +41,13 @@ export function liveStream(c: Context<DashEnv>) {
         break;
       }
       const active = await activeRows(services);
-      await send("alarms", "alarms", await renderHtml(<Alarms rows={active} />), signatureOf(active, "alarms"));
+      const unresolved = await leasesWithUnresolvedCreates(services.db);
+      await send(
+        "alarms",
+        "alarms",
+        await renderHtml(<Alarms rows={active} unresolvedIds={new Set(unresolved)} />),
+        `${signatureOf(active, "alarms")}:${unresolved.join(",")}`,
+      );
       if (leaseId) {
         const row = await leaseRow(services, leaseId);
         if (!row) break;

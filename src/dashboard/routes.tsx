@@ -6,6 +6,7 @@ import { callerForToken } from "../auth/middleware";
 import { closeSession, openSession, SESSION_TTL_MS } from "../auth/sessions";
 import type { TokenRow } from "../auth/tokens-store";
 import { billingFor } from "../leases/create";
+import { leasesWithUnresolvedCreates } from "../leases/creates";
 import { listEvents } from "../leases/ledger";
 import type { Lease } from "../leases/schema";
 import { randomSecret } from "../lib/crypto";
@@ -133,7 +134,13 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
     body: Child,
   ) => {
     const session = c.get("session");
-    const alarms = canRead(session.caller) ? <Alarms rows={await activeRows(c.get("services"))} /> : null;
+    const services = c.get("services");
+    const alarms = canRead(session.caller) ? (
+      <Alarms
+        rows={await activeRows(services)}
+        unresolvedIds={new Set(await leasesWithUnresolvedCreates(services.db))}
+      />
+    ) : null;
     return c.html(
       <Layout
         title={props.title}

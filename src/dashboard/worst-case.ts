@@ -1,4 +1,4 @@
-import { type WorstCaseBilling, worstCaseMinutes, worstCaseUsd } from "../leases/create";
+import { type WorstCaseBilling, worstCaseMinutes, worstCaseUsd } from "../leases/pricing";
 
 export interface WorstCase {
   usd: number;

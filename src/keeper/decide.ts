@@ -3,11 +3,11 @@
  * provider reported and the time, what changes, what is logged, and when to look again.
  */
 import type { Config } from "../config";
-import type { LeasePatch, LeaseRow, NewEvent, SentCreate } from "../leases/ledger";
+import type { LeasePatch, LeaseRow, NewEvent } from "../leases/ledger";
+import { costCapAt, reservationUsd, roundMoney, timeCapAt, timeCost, toUsd } from "../leases/pricing";
 import type { StopReason } from "../leases/schema";
 import { iso, ms } from "../lib/time";
-import type { MachineStatus, OwnMachine, ProviderName } from "../providers/types";
-import { costCapAt, roundMoney, timeCapAt, timeCost, toUsd } from "./billing";
+import type { MachineStatus } from "../providers/types";
 
 export interface KeeperSettings {
   pollIntervalMs: number;
@@ -23,6 +23,8 @@ export interface KeeperSettings {
   /** how long a request may still be renting a machine for a lease without provider_ref */
   rentWindowMs: number;
   eurUsd: number;
+  /** START_TIMEOUT_MIN: the budget reservation's boot time */
+  startTimeoutMin: number;
 }
 
 export function keeperSettings(config: Config): KeeperSettings {
@@ -36,6 +38,7 @@ export function keeperSettings(config: Config): KeeperSettings {
     beatMs: 60_000,
     rentWindowMs: 2 * 60_000,
     eurUsd: config.eurUsd,
+    startTimeoutMin: config.startTimeoutMin,
   };
 }
 
@@ -56,8 +59,8 @@ export interface LoopState {
   goneReads: number;
   /** the teardown the per-teardown fields belong to (its stop_requested_at): a reopen starts afresh */
   teardownOf: string | null;
-  /** providers whose label lookup, made after their create's timeout, found no machine */
-  noMachineAt: ProviderName[];
+  /** when this teardown's machine was verified gone (its cost ends there) while other creates stay open */
+  machineGoneAt: number | null;
 }
 
 export const initialLoopState: LoopState = {
@@ -69,7 +72,7 @@ export const initialLoopState: LoopState = {
   errorBeforeFlag: null,
   goneReads: 0,
   teardownOf: null,
-  noMachineAt: [],
+  machineGoneAt: null,
 };
 
 /**
@@ -87,7 +90,7 @@ export function loopFor(lease: Pick<LeaseRow, "status" | "stop_requested_at">, s
     unverifiedFlagged: false,
     errorBeforeFlag: null,
     goneReads: 0,
-    noMachineAt: [],
+    machineGoneAt: null,
     teardownOf: lease.stop_requested_at,
   };
 }
@@ -205,7 +208,12 @@ export function decideAfterPoll(
   const decision = decideFromPoll({ ...lease, price_per_hour: price }, loop, poll, now, s);
   return {
     ...decision,
-    patch: { price_per_hour: price, ...decision.patch },
+    // The budget's reservation follows the provider's price.
+    patch: {
+      price_per_hour: price,
+      expected_cost: reservationUsd(lease, price, s.startTimeoutMin, s.eurUsd),
+      ...decision.patch,
+    },
     events: [
       {
         kind: "price_updated",
@@ -364,7 +372,10 @@ export const FIRST_RETERMINATE_MS = 5_000;
  * doubling up to RETERMINATE_INTERVAL_S. An ignored terminate then costs seconds of billing,
  * not a whole interval, and a provider that keeps ignoring is not hammered.
  */
-export function reterminateAfterMs(loop: LoopState, s: KeeperSettings): number {
+export function reterminateAfterMs(
+  loop: Pick<LoopState, "terminatesSent">,
+  s: Pick<KeeperSettings, "reterminateIntervalMs">,
+): number {
   // 5 s, 5 s, 10 s, 20 s, ...: the first two re-sends come quickly (most ignored terminates are one-offs).
   const doublings = Math.max(0, (loop.terminatesSent ?? 1) - 2);
   return Math.min(FIRST_RETERMINATE_MS * 2 ** Math.min(doublings, 20), s.reterminateIntervalMs);
@@ -375,104 +386,6 @@ export function planTeardown(_lease: LeaseRow, loop: LoopState, now: number, s: 
   return { terminate: due };
 }
 
-/** The creates a lease without a recorded machine must account for, the latest per provider. */
-export function createsToResolve(
-  lease: Pick<LeaseRow, "creates" | "provider" | "offer_id" | "created_at">,
-): SentCreate[] {
-  const sent: SentCreate[] = lease.creates ?? [];
-  // Rows written before write-ahead renting name at most the provider of an ambiguous create.
-  if (sent.length === 0 && lease.provider && lease.offer_id)
-    sent.push({ provider: lease.provider, offer_id: lease.offer_id, sent_at: lease.created_at });
-  const latest = new Map<ProviderName, SentCreate>();
-  for (const create of sent) latest.set(create.provider, create);
-  return [...latest.values()];
-}
-
-/** What one label lookup (VRAMfarm: fingerprint) at a provider a create was sent to found. */
-export type RentalLookup =
-  | { provider: ProviderName; ok: true; machine: OwnMachine | null }
-  | { provider: ProviderName; ok: false; error: string };
-
-/**
- * Stopping, with no machine recorded: the rental's outcome is unknown. `stopped` only when a
- * successful lookup at every provider a create was sent to, each made after that create's
- * timeout, found no machine; a machine found is recorded for the teardown; a failed lookup is
- * retried (never read as "none"). `due` = lookups not yet allowed (the create may still land).
- */
-export function decideRental(
-  lease: LeaseRow,
-  loop: LoopState,
-  lookups: RentalLookup[],
-  now: number,
-  s: KeeperSettings,
-): Decision & { found: { provider: ProviderName; machine: OwnMachine } | null } {
-  const creates = createsToResolve(lease);
-  const nextLoop: LoopState = { ...loop, noMachineAt: [...loop.noMachineAt] };
-  const events: NewEvent[] = [];
-  const seen = (summary: string, event: NewEvent) => {
-    if (loop.lastSeen !== summary) events.push(event);
-    nextLoop.lastSeen = summary;
-  };
-  for (const lookup of lookups) {
-    if (!lookup.ok) {
-      seen(`lookup_failed:${lookup.provider}:${lookup.error}`, {
-        // A create whose machine cannot be matched (VRAMfarm's fingerprint) stays visibly unresolved.
-        kind: "create_unresolved",
-        detail: `${lookup.provider}: ${lookup.error}; the machine may exist, still looking`,
-      });
-      continue;
-    }
-    if (lookup.machine && lookup.machine.state !== "gone") {
-      const found = { provider: lookup.provider, machine: lookup.machine };
-      return {
-        patch: { provider: lookup.provider, provider_ref: lookup.machine.ref },
-        events: [...events, { kind: "machine_found", detail: `found ${lookup.machine.ref} at ${lookup.provider}` }],
-        loop: nextLoop,
-        nextAlarmAt: now,
-        teardownNow: true,
-        found,
-      };
-    }
-    if (!nextLoop.noMachineAt.includes(lookup.provider)) nextLoop.noMachineAt.push(lookup.provider);
-  }
-  const open = creates.filter((c) => !nextLoop.noMachineAt.includes(c.provider));
-  const createdAt = ms(lease.created_at);
-  if (open.length === 0 && now - createdAt >= s.rentWindowMs) {
-    // No request can still be renting for this lease (it would have recorded its create first).
-    const where = creates.length
-      ? `no machine carries this lease's label at ${creates.map((c) => c.provider).join(", ")}`
-      : "no create was ever sent for this lease";
-    return {
-      ...stoppedDecision(nextLoop, {}, [...events, { kind: "stopped", detail: where }], now),
-      found: null,
-    };
-  }
-  const dueTimes = open.map((c) => ms(c.sent_at) + s.rentWindowMs).filter((t) => t > now);
-  const since = lease.stop_requested_at ? ms(lease.stop_requested_at) : now;
-  const pace = now - since >= s.unverifiedAfterMs ? s.slowVerifyMs : s.verifyIntervalMs;
-  const patch: LeasePatch = {};
-  flagUnverified(
-    lease,
-    nextLoop,
-    patch,
-    events,
-    now - since,
-    s,
-    "whether a machine exists is not known",
-    "still looking",
-  );
-  const waits = [now + pace, ...dueTimes, ...(creates.length === 0 ? [createdAt + s.rentWindowMs] : [])];
-  const nextAlarmAt = open.length && dueTimes.length === open.length ? Math.min(...dueTimes) : Math.min(...waits);
-  return {
-    patch,
-    events,
-    loop: nextLoop,
-    nextAlarmAt: Math.max(nextAlarmAt, now + 1000),
-    teardownNow: false,
-    found: null,
-  };
-}
-
 /** What the teardown step saw. */
 export interface TeardownResult {
   terminate?: { ok: true } | { ok: false; error: string };
@@ -480,13 +393,18 @@ export interface TeardownResult {
   status?: { ok: true; status: MachineStatus } | { ok: false; error: string };
 }
 
-/** Stopping: `stopped` only on a status read (or a clean label listing) that says gone. */
+/**
+ * Stopping: `stopped` only on two status reads in a row that say gone, and only once nothing
+ * else of the lease is open (`open`: unresolved creates and other machines not verified gone).
+ * The cost runs until that moment: the teardown's time is billed.
+ */
 export function decideTeardown(
   lease: LeaseRow,
   loop: LoopState,
   result: TeardownResult,
   now: number,
   s: KeeperSettings,
+  open = 0,
 ): Decision {
   const events: NewEvent[] = [];
   const nextLoop = { ...loop };
@@ -505,13 +423,36 @@ export function decideTeardown(
   nextLoop.goneReads = gone ? (loop.goneReads ?? 0) + 1 : result.status ? 0 : (loop.goneReads ?? 0);
   // Two "gone" reads in a row: a status that flaps to gone while an ignored terminate leaves the
   // machine running must not end the teardown.
-  if (gone && nextLoop.goneReads >= 2) {
+  if (result.status?.ok && !gone) {
+    // Still there: the cost runs on (spend of a stopping lease is this figure, so it never goes down).
+    const cost = currentCost(lease, nextLoop, now);
+    if (cost !== lease.cost) patch.cost = cost;
+    nextLoop.machineGoneAt = null;
+  }
+  if (gone && nextLoop.goneReads >= 2 && (loop.machineGoneAt ?? null) === null) {
+    // Verified gone now: billing ran until this moment.
+    const cost = currentCost(lease, nextLoop, now);
+    if (cost !== lease.cost) patch.cost = cost;
+    nextLoop.machineGoneAt = now;
+  }
+  if (gone && nextLoop.goneReads >= 2 && open === 0) {
     return stoppedDecision(
       nextLoop,
       patch,
       [...events, { kind: "stopped", detail: "the provider confirms the machine is gone" }],
       now,
     );
+  }
+  if (gone && nextLoop.goneReads >= 2) {
+    // This machine is verified gone; the lease waits for its other creates and machines.
+    const summary = `waiting_for_creates:${open}`;
+    if (loop.lastSeen !== summary)
+      events.push({
+        kind: "teardown_waiting",
+        detail: `the machine is gone; ${open} other create(s) or machine(s) of this lease are still open`,
+      });
+    nextLoop.lastSeen = summary;
+    return { patch, events, loop: nextLoop, nextAlarmAt: now + s.verifyIntervalMs, teardownNow: false };
   }
   if (result.status && !result.status.ok) {
     const summary = `verify_failed:${result.status.error}`;
@@ -528,7 +469,7 @@ export function decideTeardown(
   return { patch, events, loop: nextLoop, nextAlarmAt: now + pace, teardownNow: false };
 }
 
-function stoppedDecision(loop: LoopState, patch: LeasePatch, events: NewEvent[], now: number): Decision {
+export function stoppedDecision(loop: LoopState, patch: LeasePatch, events: NewEvent[], now: number): Decision {
   const verified: LeasePatch = { status: "stopped", stopped_at: iso(now), teardown_verified_at: iso(now) };
   // Verified at last: the flag has done its job; the error that led to the teardown comes back.
   if (loop.unverifiedFlagged) verified.error = loop.errorBeforeFlag;
@@ -545,7 +486,7 @@ function stoppedDecision(loop: LoopState, patch: LeasePatch, events: NewEvent[],
  * Once a teardown has gone unverified past its window: flag the lease (the error it had comes back
  * when the teardown verifies) and say so once. The keeper goes on at a slower pace.
  */
-function flagUnverified(
+export function flagUnverified(
   lease: LeaseRow,
   loop: LoopState,
   patch: LeasePatch,

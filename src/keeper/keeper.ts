@@ -1,21 +1,41 @@
 import { DurableObject } from "cloudflare:workers";
 import { loadSettings } from "../config";
-import { appendEvents, getLease, type LeaseRow, lookupHintFor, type NewEvent, updateLeaseIf } from "../leases/ledger";
+import {
+  type CreateRecord,
+  claimMachine,
+  type FoundMachine,
+  listCreates,
+  noteUnresolved,
+  openCreates,
+  resolveNone,
+  strayUpdateStatement,
+} from "../leases/creates";
+import { appendEvents, getLease, type LeaseRow, type NewEvent, updateLeaseIf } from "../leases/ledger";
+import { billedFromOf, lookupMachines } from "../leases/lookup";
+import { type RentEnd, rentalConcluded, settleRental } from "../leases/rental";
 import type { LeaseStatus, StopReason } from "../leases/schema";
-import { iso } from "../lib/time";
+import { iso, ms } from "../lib/time";
 import { scrubError } from "../providers/scrub";
-import type { Provider } from "../providers/types";
+import type { Provider, ProviderName } from "../providers/types";
 import { createServices, type Services } from "../services";
 import { announces } from "../webhooks/outbox";
-import { wakeOutbox } from "../webhooks/sender";
+import type { ClaimResult, SettleReport, StopResult } from "./client";
+import {
+  decideStray,
+  lookupsDue,
+  nextCreateWorkAt,
+  openStrays,
+  type StrayResult,
+  straysCostIn,
+  strayTerminateDue,
+} from "./creates";
 import {
   capReached,
-  createsToResolve,
   type Decision,
   decideAfterPoll,
   decideCap,
-  decideRental,
   decideTeardown,
+  flagUnverified,
   initialLoopState,
   type KeeperSettings,
   keeperSettings,
@@ -23,13 +43,15 @@ import {
   loopFor,
   type PollResult,
   planTeardown,
-  type RentalLookup,
+  stoppedDecision,
   stoppingPatch,
   type TeardownResult,
 } from "./decide";
 
-/** Provider calls one alarm invocation may make (free plan: 50 subrequests, keep each small). */
+/** Provider calls one alarm invocation may make for the lease's machine (keep each invocation small). */
 const CALLS_PER_ALARM = 3;
+/** ... and for its other creates: lookups of unresolved ones, teardown of other machines. */
+const CREATE_CALLS_PER_ALARM = 2;
 /** Re-arm after an unexpected failure that outlived the platform's own retries. */
 const SELF_RETRY_MS = 60_000;
 const PROVIDER_MISSING_RETRY_MS = 60_000;
@@ -37,15 +59,11 @@ const PROVIDER_MISSING_RETRY_MS = 60_000;
 const KEY_LEASE_ID = "leaseId";
 const KEY_LOOP = "loop";
 
-export interface StopResult {
-  ok: true;
-  already: boolean;
-}
-
 /**
- * One per lease: the only writer of its status after creation. Its alarm runs one poll step
- * per invocation (at most CALLS_PER_ALARM provider calls) and re-arms itself; the loop's state
- * lives in this object's storage, the lease of record in D1.
+ * One per lease: the only writer of its row after insert. It settles the rental from the
+ * lease's create records, drives the machine's life, resolves every create, and tears down
+ * every machine any create made, verified. Its alarm runs one step per invocation (a few
+ * provider calls) and re-arms itself; the loop's state lives in this object's storage.
  */
 export class LeaseKeeper extends DurableObject<Env> {
   /** Takes charge of a lease: loads its row and drives it by its status. */
@@ -87,6 +105,73 @@ export class LeaseKeeper extends DurableObject<Env> {
     return { rearmed: prior === null };
   }
 
+  /**
+   * The rent path is done sending creates: settle the lease from their records (its machine, or
+   * why none). The row afterwards. A keeper never reached here settles at its next alarm.
+   */
+  async settle(leaseId: string, report: SettleReport): Promise<LeaseRow | null> {
+    await this.ctx.storage.put(KEY_LEASE_ID, leaseId);
+    const services = this.services();
+    const lease = await getLease(services.db, leaseId);
+    if (!lease) return null;
+    const now = services.clock();
+    const creates = await listCreates(services.db, leaseId);
+    const settlement = settleRental(lease, creates, { kind: "answered", error: report.error }, now, settings(services));
+    const row = await this.write(services, lease, settlement.patch, [...report.events, ...settlement.events], now);
+    const settled = row ?? (await getLease(services.db, leaseId));
+    if (settled && settled.status !== "stopped") {
+      const soon = settled.status === "stopping" || settled.provider_ref === null;
+      await this.armAt(soon ? now + 1000 : now + services.config.pollIntervalS * 1000);
+    }
+    return settled;
+  }
+
+  /**
+   * A machine carrying this lease's label that is not its current one (the reaper found it):
+   * recorded once on the lease's creates and torn down; a stopped lease goes back to stopping.
+   */
+  async claim(leaseId: string, machine: FoundMachine): Promise<ClaimResult> {
+    await this.ctx.storage.put(KEY_LEASE_ID, leaseId);
+    const services = this.services();
+    const now = services.clock();
+    const outcome = await claimMachine(services.db, leaseId, machine, iso(now), null);
+    if (outcome.kind === "other_lease")
+      return { claimed: false, reopened: false, detail: `held by lease ${outcome.leaseId}` };
+    const events: NewEvent[] = [];
+    if (outcome.kind === "known" && outcome.create.gone_at !== null) {
+      // Verified gone once, listed alive again: tear it down again.
+      const again = strayUpdateStatement(services.db, leaseId, outcome.create.seq, { gone_at: null, gone_reads: 0 });
+      if (again) await again.run();
+      events.push({ kind: "machine_found", detail: `${machine.provider} ${machine.ref} is listed alive again` });
+    } else if (outcome.kind === "claimed") {
+      events.push({ kind: "machine_found", detail: `${machine.provider} ${machine.ref}: ${machine.detail}` });
+    }
+    const reopened = await this.reopenIfStopped(services, leaseId, now);
+    await appendEvents(services.db, leaseId, iso(now), events);
+    await this.armAt(now + 1000);
+    return { claimed: outcome.kind === "claimed", reopened, detail: outcome.kind };
+  }
+
+  /** The stopped lease's own machine is still listed: its teardown starts afresh. */
+  async reopen(leaseId: string, provider: ProviderName, ref: string): Promise<{ reopened: boolean }> {
+    await this.ctx.storage.put(KEY_LEASE_ID, leaseId);
+    const services = this.services();
+    const now = services.clock();
+    const lease = await getLease(services.db, leaseId);
+    if (lease?.status !== "stopped") return { reopened: false };
+    const row = await updateLeaseIf(services.db, leaseId, ["stopped"], {
+      status: "stopping",
+      provider,
+      provider_ref: ref,
+      stop_reason: lease.stop_reason ?? "reaper",
+      stop_requested_at: iso(now),
+      stopped_at: null,
+      teardown_verified_at: null,
+    });
+    if (row) await this.armAt(now);
+    return { reopened: row !== null };
+  }
+
   override async alarm(alarmInfo?: AlarmInvocationInfo): Promise<void> {
     const leaseId = await this.leaseId();
     if (!leaseId) return;
@@ -126,35 +211,44 @@ export class LeaseKeeper extends DurableObject<Env> {
     return { ok: true, already: false };
   }
 
-  /** One step of the loop: a poll or a cap for an active lease, a teardown step for a stopping one. */
+  /**
+   * One step of the loop: the lease's other creates first (lookups, other machines' teardown),
+   * then its own machine: a poll or a cap for an active lease, a teardown step for a stopping one.
+   */
   private async step(services: Services, leaseId: string): Promise<void> {
-    const lease = await getLease(services.db, leaseId);
+    let lease = await getLease(services.db, leaseId);
     if (!lease || lease.status === "stopped") return;
-    const settings = keeperSettings(services.config);
+    const s = keeperSettings(services.config);
     const now = services.clock();
+    const creates = await this.workCreates(services, s, lease, await listCreates(services.db, leaseId), now);
+    lease = (await getLease(services.db, leaseId)) ?? lease;
     const loop = loopFor(lease, await this.loop());
     const provider = lease.provider ? services.providers.get(lease.provider) : null;
+    const createWorkAt = nextCreateWorkAt(lease, creates, now, s);
 
-    if (lease.status === "stopping") {
-      if (!lease.provider_ref) await this.resolveRental(services, settings, lease, loop, CALLS_PER_ALARM);
-      else await this.teardown(services, settings, lease, loop, provider, CALLS_PER_ALARM);
+    if (!lease.provider_ref) {
+      await this.withoutMachine(services, s, lease, loop, creates, now, createWorkAt);
       return;
     }
-
-    if (!lease.provider_ref || !provider) {
-      await this.watchWithoutMachine(services, settings, lease, loop, provider, now);
+    if (lease.status === "stopping") {
+      await this.teardown(services, s, lease, loop, provider, CALLS_PER_ALARM, creates, createWorkAt);
+      return;
+    }
+    if (!provider) {
+      await this.noteProviderMissing(services, lease, loop, now);
+      await this.armAt(now + PROVIDER_MISSING_RETRY_MS);
       return;
     }
 
     let decision: Decision;
     let calls = 0;
-    const cause = capReached(lease, loop, now, settings);
+    const cause = capReached(lease, loop, now, s);
     if (cause) {
       decision = decideCap(lease, loop, cause, now);
     } else {
       const poll = await this.poll(services, provider, lease);
       calls = poll.calls;
-      decision = decideAfterPoll(lease, loop, poll.result, now, settings);
+      decision = decideAfterPoll(lease, loop, poll.result, now, s);
     }
     const updated = await this.apply(services, lease, decision, now);
     if (!updated) {
@@ -163,38 +257,196 @@ export class LeaseKeeper extends DurableObject<Env> {
       return;
     }
     if (decision.teardownNow) {
-      await this.teardown(services, settings, updated, decision.loop, provider, CALLS_PER_ALARM - calls);
+      await this.teardown(
+        services,
+        s,
+        updated,
+        decision.loop,
+        provider,
+        CALLS_PER_ALARM - calls,
+        creates,
+        createWorkAt,
+      );
       return;
     }
-    if (decision.nextAlarmAt !== null) await this.armAt(decision.nextAlarmAt);
+    if (decision.nextAlarmAt !== null) await this.armAt(earliest(decision.nextAlarmAt, createWorkAt));
   }
 
-  /** An active lease with no machine recorded, or a provider that is no longer configured. */
-  private async watchWithoutMachine(
+  /**
+   * A lease with no machine recorded: settle it from its create records (a request that never
+   * settled within the rent window died); stopping, it ends once every create is resolved.
+   */
+  private async withoutMachine(
     services: Services,
-    settings: KeeperSettings,
+    s: KeeperSettings,
     lease: LeaseRow,
     loop: LoopState,
-    provider: Provider | null,
+    creates: CreateRecord[],
     now: number,
+    createWorkAt: number | null,
   ): Promise<void> {
-    if (!lease.provider_ref && now - Date.parse(lease.created_at) >= settings.rentWindowMs) {
-      // The request that was renting died: whether a machine exists is unknown, so tear down
-      // (the teardown looks the label up first).
-      const decision = decideCap(
-        lease,
-        loop,
-        { reason: null, error: "the rental did not complete", detail: "no machine was recorded for this lease" },
-        now,
-      );
-      const updated = await this.apply(services, lease, decision, now);
-      if (updated)
-        await this.resolveRental(services, settings, updated, loopFor(updated, decision.loop), CALLS_PER_ALARM);
-      else await this.armAt(now + 1000);
+    const end: RentEnd =
+      lease.status === "provisioning" && now - ms(lease.created_at) >= s.rentWindowMs
+        ? { kind: "timed_out" }
+        : lease.status === "stopping"
+          ? { kind: "answered", error: lease.error }
+          : { kind: "renting" };
+    const settlement = settleRental(lease, creates, end, now, settings(services));
+    if (Object.keys(settlement.patch).length > 0 || settlement.events.length > 0) {
+      const row = await this.write(services, lease, settlement.patch, settlement.events, now);
+      if (!row) return this.armAt(now + 1000);
+      if (settlement.teardownNow && row.provider_ref) {
+        const provider = row.provider ? services.providers.get(row.provider) : null;
+        await this.teardown(services, s, row, loopFor(row, loop), provider, CALLS_PER_ALARM, creates, createWorkAt);
+        return;
+      }
+      if (row.status === "stopped") return;
+      lease = row;
+    }
+    if (lease.status === "stopping") {
+      if (rentalConcluded(lease, creates, now, s.rentWindowMs)) {
+        const done = stoppedDecision(loop, {}, [{ kind: "stopped", detail: concludedDetail(creates) }], now);
+        await this.apply(services, lease, done, now);
+        return;
+      }
+      // Whether a machine exists is not known yet: flag it once the window passes, keep looking.
+      const decision = unresolvedDecision(lease, loop, now, s);
+      await this.apply(services, lease, decision, now);
+      await this.armAt(earliest(decision.nextAlarmAt ?? now + s.verifyIntervalMs, createWorkAt));
       return;
     }
-    if (!provider && lease.provider) await this.noteProviderMissing(services, lease, loop, now);
-    await this.armAt(now + (provider ? settings.pollIntervalMs : PROVIDER_MISSING_RETRY_MS));
+    // Provisioning and the request is still renting: look again when its window may end.
+    await this.armAt(earliest(Math.min(now + s.pollIntervalMs, ms(lease.created_at) + s.rentWindowMs), createWorkAt));
+  }
+
+  /**
+   * The lease's creates other than its current machine: unresolved ones are looked up once their
+   * timeout has passed (a machine found is recorded; a clean lookup that finds none resolves them
+   * to "none"); machines that are not the lease's current one are torn down, verified, and billed.
+   * The create records afterwards.
+   */
+  private async workCreates(
+    services: Services,
+    s: KeeperSettings,
+    lease: LeaseRow,
+    creates: CreateRecord[],
+    now: number,
+  ): Promise<CreateRecord[]> {
+    let calls = CREATE_CALLS_PER_ALARM;
+    let changed = false;
+    const events: NewEvent[] = [];
+    const labelled = (name: ProviderName) => services.providers.get(name)?.labelled ?? true;
+    for (const create of lookupsDue(creates, now, s, labelled)) {
+      if (calls === 0) break;
+      const provider = services.providers.get(create.provider);
+      if (!provider) {
+        if (create.detail !== `${create.provider} is not configured`) {
+          await noteUnresolved(services.db, lease.id, create.seq, `${create.provider} is not configured`);
+          events.push({ kind: "create_unresolved", detail: `${create.provider} is not configured; still looking` });
+        }
+        continue;
+      }
+      calls -= 1;
+      changed = (await this.resolveCreates(services, s, lease, creates, create, provider, now, events)) || changed;
+    }
+    if (changed) creates = await listCreates(services.db, lease.id);
+
+    const statements: D1PreparedStatement[] = [];
+    for (const stray of openStrays(lease, creates)) {
+      if (calls === 0) break;
+      const provider = services.providers.get(stray.provider);
+      if (!provider) continue;
+      const ref = stray.provider_ref as string;
+      const result: StrayResult = {};
+      if (strayTerminateDue(stray, now, s)) {
+        calls -= 1;
+        result.terminate = await provider.terminate(ref).then(
+          () => ({ ok: true }) as const,
+          (error: unknown) => ({ ok: false, error: this.safeMessage(services, error) }) as const,
+        );
+      }
+      if (calls > 0) {
+        calls -= 1;
+        result.status = await provider.status(ref).then(
+          (status) => ({ ok: true, status }) as const,
+          (error: unknown) => ({ ok: false, error: this.safeMessage(services, error) }) as const,
+        );
+      }
+      const { patch, events: strayEvents } = decideStray(stray, result, now);
+      const statement = strayUpdateStatement(services.db, lease.id, stray.seq, patch);
+      if (statement) statements.push(statement);
+      events.push(...strayEvents);
+    }
+    if (statements.length > 0) {
+      await services.db.batch(statements);
+      creates = await listCreates(services.db, lease.id);
+      const cost = straysCostIn(lease, creates, (c) => c.offer.currency ?? currencyOf(services, c.provider), s.eurUsd);
+      if (cost !== lease.strays_cost) await updateLeaseIf(services.db, lease.id, [lease.status], { strays_cost: cost });
+    }
+    if (events.length > 0) {
+      await appendEvents(services.db, lease.id, iso(now), events);
+      if (announces(events)) this.ctx.waitUntil(services.outbox.wake());
+    }
+    return creates;
+  }
+
+  /** One lookup for `create` (at a labelled provider: for all the lease's creates there). */
+  private async resolveCreates(
+    services: Services,
+    s: KeeperSettings,
+    lease: LeaseRow,
+    creates: readonly CreateRecord[],
+    create: CreateRecord,
+    provider: Provider,
+    now: number,
+    events: NewEvent[],
+  ): Promise<boolean> {
+    const lookup = await lookupMachines(services, provider, lease, create);
+    if (!lookup.ok) {
+      const detail = `lookup failed: ${lookup.error}`;
+      if (create.detail !== detail) {
+        await noteUnresolved(services.db, lease.id, create.seq, detail);
+        // A create whose machine cannot be matched (VRAMfarm's fingerprint) stays visibly unresolved.
+        events.push({
+          kind: "create_unresolved",
+          detail: `${create.provider}: ${lookup.error}; the machine may exist, still looking`,
+        });
+      }
+      return false;
+    }
+    let changed = false;
+    for (const machine of lookup.machines) {
+      const claim = await claimMachine(
+        services.db,
+        lease.id,
+        {
+          provider: provider.name,
+          ref: machine.ref,
+          price_per_hour: machine.price_per_hour,
+          billed_from: billedFromOf(machine, create),
+          detail: "found by the keeper's lookup",
+          currency: provider.currency,
+        },
+        iso(now),
+        provider.labelled ? null : create.seq,
+      );
+      if (claim.kind === "claimed") {
+        changed = true;
+        events.push({ kind: "machine_found", detail: `found ${machine.ref} at ${provider.name}` });
+      }
+    }
+    // The lookup saw everything there: the due creates it left unclaimed made no machine.
+    const due = creates.filter(
+      (c) =>
+        c.resolution === "unresolved" &&
+        now >= ms(c.sent_at) + s.rentWindowMs &&
+        (provider.labelled ? c.provider === provider.name : c.seq === create.seq),
+    );
+    const where = provider.labelled ? "no machine carries this lease's label" : "no server matches this create";
+    for (const open of due) {
+      if (await resolveNone(services.db, lease.id, open.seq, `${where} at ${provider.name}`, iso(now))) changed = true;
+    }
+    return changed;
   }
 
   private async poll(
@@ -216,14 +468,19 @@ export class LeaseKeeper extends DurableObject<Env> {
     }
   }
 
-  /** Terminate, verify, re-terminate: `stopped` only when the provider says the machine is gone. */
+  /**
+   * Terminate, verify, re-terminate: `stopped` only when the provider says the machine is gone
+   * and nothing else of the lease (creates, other machines) is open.
+   */
   private async teardown(
     services: Services,
-    settings: KeeperSettings,
+    s: KeeperSettings,
     lease: LeaseRow,
     loop: LoopState,
     provider: Provider | null,
     budget: number,
+    creates: readonly CreateRecord[],
+    createWorkAt: number | null,
   ): Promise<void> {
     const now = services.clock();
     if (!provider) {
@@ -231,7 +488,7 @@ export class LeaseKeeper extends DurableObject<Env> {
       await this.armAt(now + PROVIDER_MISSING_RETRY_MS);
       return;
     }
-    const plan = planTeardown(lease, loop, now, settings);
+    const plan = planTeardown(lease, loop, now, s);
     const result: TeardownResult = {};
     const ref = lease.provider_ref;
     let left = budget;
@@ -252,72 +509,58 @@ export class LeaseKeeper extends DurableObject<Env> {
         result.status = { ok: false, error: this.safeMessage(services, error) };
       }
     }
-    const decision = decideTeardown(lease, loop, result, now, settings);
+    const { unresolved, strays } = openCreates(lease, creates);
+    const decision = decideTeardown(lease, loop, result, now, s, unresolved.length + strays.length);
     const updated = await this.apply(services, lease, decision, now);
     if (!updated) {
       await this.armAt(now + 1000);
       return;
     }
-    if (decision.nextAlarmAt !== null) await this.armAt(Math.max(decision.nextAlarmAt, now + 1000));
+    if (decision.patch.status === "stopped") await this.markCurrentGone(services, updated, now);
+    if (decision.nextAlarmAt !== null)
+      await this.armAt(Math.max(earliest(decision.nextAlarmAt, createWorkAt), now + 1000));
   }
 
-  /**
-   * Stopping with no machine recorded: look the label up (VRAMfarm: the fingerprint) at every
-   * provider a create was sent to, once that create's timeout has passed; a machine found is
-   * recorded and torn down, "none everywhere" ends the lease, anything else is looked at again.
-   */
-  private async resolveRental(
-    services: Services,
-    settings: KeeperSettings,
-    lease: LeaseRow,
-    loop: LoopState,
-    budget: number,
-  ): Promise<void> {
-    const now = services.clock();
-    const lookups: RentalLookup[] = [];
-    let left = budget;
-    for (const create of createsToResolve(lease)) {
-      if (loop.noMachineAt.includes(create.provider)) continue;
-      if (now < Date.parse(create.sent_at) + settings.rentWindowMs || left === 0) continue;
-      const provider = services.providers.get(create.provider);
-      if (!provider) {
-        lookups.push({ provider: create.provider, ok: false, error: `${create.provider} is not configured` });
-        continue;
-      }
-      left -= 1;
-      try {
-        const hint = await lookupHintFor(services.db, lease, provider, create.offer_id);
-        const machine = await provider.findByLabel(lease.label, hint);
-        lookups.push({ provider: create.provider, ok: true, machine });
-        if (machine && machine.state !== "gone") break;
-      } catch (error) {
-        lookups.push({ provider: create.provider, ok: false, error: this.safeMessage(services, error) });
-      }
-    }
-    const decision = decideRental(lease, loop, lookups, now, settings);
-    const updated = await this.apply(services, lease, decision, now);
-    if (!updated) {
-      await this.armAt(now + 1000);
-      return;
-    }
-    if (decision.found) {
-      const provider = services.providers.get(decision.found.provider);
-      await this.teardown(services, settings, updated, decision.loop, provider, left);
-      return;
-    }
-    if (decision.nextAlarmAt !== null) await this.armAt(decision.nextAlarmAt);
+  /** The lease's own machine is verified gone: its create record says so too. */
+  private async markCurrentGone(services: Services, lease: LeaseRow, now: number): Promise<void> {
+    await services.db
+      .prepare(
+        "UPDATE lease_creates SET gone_at = ? WHERE lease_id = ? AND provider = ? AND provider_ref = ? AND gone_at IS NULL",
+      )
+      .bind(iso(now), lease.id, lease.provider, lease.provider_ref)
+      .run();
   }
 
   /** Writes the decision: the row (only if its status is unchanged), its events, the loop state. */
   private async apply(services: Services, lease: LeaseRow, decision: Decision, now: number): Promise<LeaseRow | null> {
     await this.ctx.storage.put(KEY_LOOP, decision.loop);
+    return this.write(services, lease, decision.patch, decision.events, now);
+  }
+
+  private async write(
+    services: Services,
+    lease: LeaseRow,
+    patch: Decision["patch"],
+    events: NewEvent[],
+    now: number,
+  ): Promise<LeaseRow | null> {
     const from: LeaseStatus[] = [lease.status];
-    const row = await updateLeaseIf(services.db, lease.id, from, decision.patch);
+    const row = await updateLeaseIf(services.db, lease.id, from, patch);
     if (!row) return null;
-    await appendEvents(services.db, lease.id, iso(now), decision.events);
+    await appendEvents(services.db, lease.id, iso(now), events);
     // Delivery runs in the sender's own alarm: this keeper never waits for a receiver.
-    if (announces(decision.events)) this.ctx.waitUntil(wakeOutbox(this.env));
+    if (announces(events)) this.ctx.waitUntil(services.outbox.wake());
     return row;
+  }
+
+  private async reopenIfStopped(services: Services, leaseId: string, now: number): Promise<boolean> {
+    const row = await updateLeaseIf(services.db, leaseId, ["stopped"], {
+      status: "stopping",
+      stop_requested_at: iso(now),
+      stopped_at: null,
+      teardown_verified_at: null,
+    });
+    return row !== null;
   }
 
   private async noteProviderMissing(services: Services, lease: LeaseRow, loop: LoopState, now: number): Promise<void> {
@@ -357,4 +600,43 @@ export class LeaseKeeper extends DurableObject<Env> {
   private safeMessage(services: Services, error: unknown): string {
     return scrubError(services.config, error);
   }
+}
+
+function settings(services: Services) {
+  return { startTimeoutMin: services.config.startTimeoutMin, eurUsd: services.config.eurUsd };
+}
+
+function currencyOf(services: Services, provider: ProviderName) {
+  return services.providers.get(provider)?.currency ?? "USD";
+}
+
+const earliest = (at: number, other: number | null): number => (other === null ? at : Math.min(at, other));
+
+function concludedDetail(creates: readonly CreateRecord[]): string {
+  if (creates.length === 0) return "no create was ever sent for this lease";
+  const where = [...new Set(creates.map((c) => c.provider))].join(", ");
+  return `every create is resolved and no machine of this lease is left at ${where}`;
+}
+
+/**
+ * Stopping with creates still unresolved: whether a machine exists is not known. Flagged once the
+ * teardown window has passed (like an unverified teardown); the keeper goes on looking.
+ */
+function unresolvedDecision(lease: LeaseRow, loop: LoopState, now: number, s: KeeperSettings): Decision {
+  const since = lease.stop_requested_at ? ms(lease.stop_requested_at) : now;
+  const nextLoop = { ...loop };
+  const patch: Decision["patch"] = {};
+  const events: NewEvent[] = [];
+  flagUnverified(
+    lease,
+    nextLoop,
+    patch,
+    events,
+    now - since,
+    s,
+    "whether a machine exists is not known",
+    "still looking",
+  );
+  const pace = now - since >= s.unverifiedAfterMs ? s.slowVerifyMs : s.verifyIntervalMs;
+  return { patch, events, loop: nextLoop, nextAlarmAt: now + pace, teardownNow: false };
 }

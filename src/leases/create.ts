@@ -1,6 +1,5 @@
-import { assertWithinBudget, rentalBreach } from "../account/budget";
-import { roundUsd } from "../account/spend";
-import { keeperFor } from "../keeper/client";
+import { rentalBreach } from "../account/budget";
+import { loadSpend, roundUsd } from "../account/spend";
 import { randomSecret, sha256Hex } from "../lib/crypto";
 import { newId } from "../lib/ids";
 import { iso } from "../lib/time";
@@ -10,7 +9,7 @@ import { OLLAMA_PORT } from "../providers/ollama";
 import { scrubError, scrubText, secretsOf } from "../providers/scrub";
 import type { MachineSpec, Provider } from "../providers/types";
 import type { Services } from "../services";
-import { wakeOutbox } from "../webhooks/sender";
+import { type CreateRecord, claimMachine, listCreates, noteUnresolved, resolveNone, writeAheadCreate } from "./creates";
 import {
   appendEvents,
   deleteUnsentLease,
@@ -18,17 +17,16 @@ import {
   getLeaseByIdempotencyKey,
   insertLease,
   type LeaseRow,
-  lookupHintFor,
   type NewEvent,
-  recordMachine,
   type StoredSpec,
   toLease,
-  updateLeaseIf,
-  writeAheadCreate,
 } from "./ledger";
+import { billedFromOf, lookupMachines } from "./lookup";
+import type { WorstCaseBilling } from "./pricing";
 import { withinProviderLimits } from "./provider-limits";
 import { type RentOutcome, RentRefusal } from "./refusal";
-import type { Lease, LeaseInput, RESERVED_ENV_PREFIX, RentAttempt } from "./schema";
+import { attemptsOf, type PlannedOffer, planRental } from "./rental";
+import type { LeaseInput, RESERVED_ENV_PREFIX } from "./schema";
 
 /** Offers tried per request, and the time they may take (an HTTP request has about 30 s). */
 export const MAX_RENT_ATTEMPTS = 5;
@@ -54,38 +52,36 @@ export interface CreateOptions {
 }
 
 /**
- * Rents a machine for `input`: writes the lease row first, then tries the offers in order,
- * resolving an ambiguous create by its label before anything else, and hands the lease to its
- * keeper. `created` is false when the idempotency key already named a lease (nothing rented).
- * A refusal is an outcome, not an exception: an unknown offer or one over the provider's limits,
- * the budget, MAX_ACTIVE_LEASES, no capacity, or a rental whose outcome could not be learnt (the
- * lease is then torn down by its keeper). Anything else (a D1 failure) still throws.
+ * Rents a machine for `input`. The decisions are pure (`planRental`, `settleRental` in
+ * rental.ts); this performs them: the lease row first, its keeper armed, then every create on
+ * record before it is sent and its outcome after; the keeper then settles the lease from those
+ * records (it is the one writer of the row after insert). `created` is false when the
+ * idempotency key already named a lease. A refusal is an outcome value; only a D1 failure throws.
  */
 export async function createLease(services: Services, input: LeaseInput, options: CreateOptions): Promise<RentOutcome> {
-  try {
-    return { ok: true, ...(await rentLease(services, input, options)) };
-  } catch (error) {
-    if (error instanceof RentRefusal) return { ok: false, refusal: error };
-    throw error;
-  }
-}
-
-async function rentLease(
-  services: Services,
-  input: LeaseInput,
-  options: CreateOptions,
-): Promise<{ lease: Lease; created: boolean }> {
   const idempotencyKey = scopedIdempotencyKey(options);
   if (idempotencyKey) {
     const existing = await getLeaseByIdempotencyKey(services.db, idempotencyKey);
-    if (existing) return { lease: toLease(existing), created: false };
+    if (existing) return { ok: true, lease: await leaseView(services, existing), created: false };
   }
 
-  const offers = await affordable(
-    services,
-    input,
-    withinProviderLimits(services, input, await candidateOffers(services, input)),
-  );
+  const candidates = await candidateOffers(services, input);
+  if (candidates instanceof RentRefusal) return { ok: false, refusal: candidates };
+  const allowed = withinProviderLimits(services, input, candidates);
+  if (allowed instanceof RentRefusal) return { ok: false, refusal: allowed };
+  const budget = { daily: services.config.budgetDailyUsd, monthly: services.config.budgetMonthlyUsd };
+  const plan = planRental({
+    candidates: allowed,
+    billing: (offer) => billingFor(services, offer),
+    caps: input,
+    spend:
+      budget.daily === null && budget.monthly === null
+        ? null
+        : await loadSpend(services.db, services.clock(), services.config.eurUsd),
+    budget,
+    maxAttempts: MAX_RENT_ATTEMPTS,
+  });
+  if (!plan.ok) return { ok: false, refusal: plan.refusal };
 
   const now = services.clock();
   const leaseId = newId("lse", now);
@@ -102,9 +98,7 @@ async function rentLease(
       max_minutes: input.max_minutes,
       max_cost: input.max_cost ?? null,
       // The reservation the budget check counts: the worst case over the offers to try.
-      expected_cost: offers.length
-        ? Math.max(...offers.map((o) => worstCaseUsd(o, input, billingFor(services, o))))
-        : null,
+      expected_cost: plan.offers.length ? plan.reservationUsd : null,
       schedule_id: options.scheduleId ?? null,
       token_id: options.tokenId ?? null,
       idempotency_key: idempotencyKey,
@@ -113,52 +107,51 @@ async function rentLease(
     },
     services.config.maxActiveLeases,
   );
-  if (inserted.kind === "duplicate") return { lease: toLease(inserted.row), created: false };
+  if (inserted.kind === "duplicate")
+    return { ok: true, lease: await leaseView(services, inserted.row), created: false };
   if (inserted.kind === "limit_reached") {
-    throw new RentRefusal(
+    const refusal = new RentRefusal(
       "limit_reached",
       `${services.config.maxActiveLeases} leases are active (MAX_ACTIVE_LEASES); stop one first`,
     );
+    return { ok: false, refusal };
   }
   const breach = await rentalBreach(services, leaseId);
   if (breach) {
     // Refused before anything was sent anywhere: the row goes, as if never written.
     await deleteUnsentLease(services.db, leaseId);
     const period = breach.period === "daily" ? "today's" : "this month's";
-    throw new RentRefusal(
+    const refusal = new RentRefusal(
       "budget_exceeded",
       `this rental together with the leases before it would take ${period} committed spend to ` +
         `${roundUsd(breach.amountUsd)} USD, over the ${breach.period} budget of ${breach.budgetUsd} USD`,
     );
+    return { ok: false, refusal };
   }
   await appendEvents(services.db, leaseId, iso(now), [
-    { kind: "created", detail: `${offers.length} offer(s) to try: ${offers.map((o) => o.offer_id).join(", ")}` },
+    {
+      kind: "created",
+      detail: `${plan.offers.length} offer(s) to try: ${plan.offers.map((o) => o.offer.offer_id).join(", ")}`,
+    },
   ]);
   // Write-ahead: the keeper's alarm is armed before any create is sent, so a request that dies
-  // at any later await leaves a lease its keeper resolves (it looks the label up, then tears down).
+  // at any later await leaves a lease its keeper resolves from the create records.
   try {
-    await keeperFor(services.env, leaseId).start(leaseId);
+    await services.keepers.start(leaseId);
   } catch (error) {
+    // Nothing was sent to a provider yet, so nothing can exist: the row goes, as if never written.
+    await deleteUnsentLease(services.db, leaseId);
     const detail = `the lease's keeper could not be started: ${safeMessage(services, error)}`;
-    // Nothing was sent to a provider yet, so nothing can exist.
-    await updateLeaseIf(services.db, leaseId, ["provisioning"], {
-      status: "stopped",
-      stop_reason: "rent_failed",
-      stop_requested_at: iso(now),
-      stopped_at: iso(now),
-      teardown_verified_at: iso(now),
-      error: detail,
-    });
-    throw new RentRefusal("provider_error", `${detail}; nothing was rented`, { lease_id: leaseId });
+    return { ok: false, refusal: new RentRefusal("provider_error", `${detail}; nothing was rented`) };
   }
 
   const base = services.config.publicUrl ?? options.origin?.replace(/\/+$/, "") ?? LOCAL_ORIGIN;
-  const callbackUrl = `${base}/v1/leases/${leaseId}/done`;
   const spec = machineSpec(input, label, {
-    GPULEASE_CALLBACK_URL: callbackUrl,
+    GPULEASE_CALLBACK_URL: `${base}/v1/leases/${leaseId}/done`,
     GPULEASE_CALLBACK_TOKEN: callbackToken,
   });
-  return rent(services, inserted.row, offers, spec);
+  const tried = await tryOffers(services, inserted.row, plan.offers, spec);
+  return answer(services, inserted.row, tried);
 }
 
 /**
@@ -188,17 +181,17 @@ export function offersQueryFor(input: LeaseInput): OffersQuery {
 }
 
 /** The offers to try, best first: the one named, or the ranked offers for the filters. */
-async function candidateOffers(services: Services, input: LeaseInput): Promise<RankedOffer[]> {
+async function candidateOffers(services: Services, input: LeaseInput): Promise<RankedOffer[] | RentRefusal> {
   const sizing = { vram_gb: input.vram_gb, weights_gb: input.weights_gb };
   if (input.offer_id) {
     let offer: RankedOffer | null;
     try {
       offer = await findOffer(services, input.offer_id, sizing);
     } catch (error) {
-      throw new RentRefusal("provider_error", `could not look the offer up: ${safeMessage(services, error)}`);
+      return new RentRefusal("provider_error", `could not look the offer up: ${safeMessage(services, error)}`);
     }
     if (!offer) {
-      throw new RentRefusal(
+      return new RentRefusal(
         "invalid_request",
         `unknown offer_id "${input.offer_id}" (list offers with GET /v1/offers)`,
         {
@@ -207,7 +200,7 @@ async function candidateOffers(services: Services, input: LeaseInput): Promise<R
       );
     }
     if (!offer.templates.includes(input.template)) {
-      throw new RentRefusal("invalid_request", `offer ${input.offer_id} cannot run the ${input.template} template`, {
+      return new RentRefusal("invalid_request", `offer ${input.offer_id} cannot run the ${input.template} template`, {
         issues: [{ path: "template", message: `this offer runs ${offer.templates.join(", ")}` }],
       });
     }
@@ -216,7 +209,7 @@ async function candidateOffers(services: Services, input: LeaseInput): Promise<R
   const listed = await listRankedOffers(services, offersQueryFor(input));
   if (listed.offers.length === 0) {
     const why = listed.errors.map((e) => `${e.provider}: ${e.error}`).join("; ");
-    throw new RentRefusal("no_capacity", `no offer matches the request${why ? ` (${why})` : ""}`, {
+    return new RentRefusal("no_capacity", `no offer matches the request${why ? ` (${why})` : ""}`, {
       attempts: listed.errors.map((e) => ({ offer_id: `${e.provider}:*`, error: e.error })),
     });
   }
@@ -224,12 +217,6 @@ async function candidateOffers(services: Services, input: LeaseInput): Promise<R
 }
 
 /** How an offer's provider bills, for the worst case (from the Provider port). */
-export interface WorstCaseBilling {
-  startsAt: Provider["billingStartsAt"];
-  minimumMinutes: number;
-  startTimeoutMin: number;
-}
-
 export function billingFor(
   services: Services,
   offer: Pick<RankedOffer, "provider" | "min_billed_minutes">,
@@ -243,223 +230,167 @@ export function billingFor(
   };
 }
 
-/** The minutes the worst case bills: boot time included where billing starts at the accepted rental. */
-export function worstCaseMinutes(billing: WorstCaseBilling, maxMinutes: number): number {
-  return billing.startsAt === "accepted"
-    ? billing.startTimeoutMin + maxMinutes
-    : Math.max(maxMinutes, billing.minimumMinutes);
-}
-
-/**
- * USD a lease can cost at most on this offer: price × (START_TIMEOUT_MIN + max_minutes) where
- * the provider bills while the machine boots, price × max(max_minutes, minimum) where it bills
- * from running; `max_cost` when that is smaller.
- */
-export function worstCaseUsd(
-  offer: Pick<RankedOffer, "price_per_hour_usd">,
-  input: Pick<LeaseInput, "max_minutes" | "max_cost">,
-  billing: WorstCaseBilling,
-): number {
-  const byTime = (offer.price_per_hour_usd * worstCaseMinutes(billing, input.max_minutes)) / 60;
-  return Math.round(Math.min(byTime, input.max_cost ?? Number.POSITIVE_INFINITY) * 1e6) / 1e6;
-}
-
-/** Drops the offers the budget forbids; 402 when none is left. */
-async function affordable(services: Services, input: LeaseInput, offers: RankedOffer[]): Promise<RankedOffer[]> {
-  const kept: RankedOffer[] = [];
-  let refusal: unknown = null;
-  for (const offer of offers) {
-    try {
-      await assertWithinBudget(services, worstCaseUsd(offer, input, billingFor(services, offer)));
-      kept.push(offer);
-    } catch (error) {
-      if (!(error instanceof RentRefusal) || error.code !== "budget_exceeded") throw error;
-      refusal ??= error;
-    }
-  }
-  if (kept.length === 0 && refusal) throw refusal;
-  return kept;
-}
-
-type Outcome =
-  | { kind: "rented"; offer: RankedOffer; ref: string; pricePerHour: number | null }
-  | { kind: "unknown"; offer: RankedOffer; error: string }
+/** What the request's creates came to, in its own terms (the records hold the rest). */
+type Tried =
+  | { kind: "rented" }
   /** a stop arrived before the next create: none was sent */
   | { kind: "stopped_meanwhile" }
+  /** an ambiguous create whose label lookup failed: nothing more may be sent */
+  | { kind: "unknown"; error: string }
   | { kind: "failed" };
 
-async function rent(
+/** Tries the offers in order; every create is on record before it is sent, its outcome after. */
+async function tryOffers(
   services: Services,
   lease: LeaseRow,
-  offers: RankedOffer[],
+  offers: readonly PlannedOffer[],
   spec: MachineSpec,
-): Promise<{ lease: Lease; created: boolean }> {
+): Promise<{ tried: Tried; events: NewEvent[] }> {
   const startedAt = services.clock();
-  const attempts: RentAttempt[] = [];
   const events: NewEvent[] = [];
-  let ambiguousAt: RankedOffer | null = null;
-  let outcome: Outcome = { kind: "failed" };
-
-  for (const offer of offers.slice(0, MAX_RENT_ATTEMPTS)) {
+  for (const { offer } of offers) {
     if (services.clock() - startedAt > RENT_DEADLINE_MS) {
       events.push({ kind: "rent_deadline", detail: "no time left in this request for further offers" });
       break;
     }
     const provider = services.providers.get(offer.provider);
     if (!provider) {
-      attempts.push({ offer_id: offer.offer_id, error: `${offer.provider} is not configured` });
+      events.push({ kind: "rent_attempt_failed", detail: `${offer.offer_id}: ${offer.provider} is not configured` });
       continue;
     }
-    // Write-ahead: the create is on record before it is sent, so whatever happens next the keeper
-    // knows where to look for a machine.
-    const sent = { provider: offer.provider, offer_id: offer.offer_id, sent_at: iso(services.clock()) };
-    if (!(await writeAheadCreate(services.db, lease.id, sent))) {
+    const sentAt = iso(services.clock());
+    const seq = await writeAheadCreate(services.db, lease.id, {
+      provider: offer.provider,
+      offer_id: offer.offer_id,
+      sent_at: sentAt,
+      offer: {
+        gpu: offer.gpu,
+        gpu_count: offer.gpu_count,
+        vram_gb: offer.vram_gb,
+        price_per_hour: offer.price_per_hour,
+        currency: offer.currency,
+        min_billed_minutes: offer.min_billed_minutes,
+        billing_starts_at: provider.billingStartsAt,
+        image: lease.spec.image,
+      },
+    });
+    if (seq === null) {
       events.push({ kind: "rent_interrupted", detail: "a stop arrived while renting: no further create is sent" });
-      outcome = { kind: "stopped_meanwhile" };
-      break;
+      return { tried: { kind: "stopped_meanwhile" }, events };
     }
     const result = await provider
       .rent(offer.source, spec)
       .catch((error: unknown) => ({ ok: false, kind: "ambiguous", error: safeMessage(services, error) }) as const);
+    const at = iso(services.clock());
     if (result.ok) {
-      outcome = { kind: "rented", offer, ref: result.ref, pricePerHour: result.price_per_hour };
-      break;
+      const machine = {
+        provider: offer.provider,
+        ref: result.ref,
+        price_per_hour: result.price_per_hour,
+        currency: offer.currency,
+        billed_from: sentAt,
+        detail: "the create answered",
+      };
+      await claimMachine(services.db, lease.id, machine, at, seq);
+      return { tried: { kind: "rented" }, events };
     }
     const error = scrubText(result.error, secretsOf(services.config));
     if (result.kind !== "ambiguous") {
-      attempts.push({ offer_id: offer.offer_id, error: `${result.kind}: ${error}` });
+      await resolveNone(services.db, lease.id, seq, `${result.kind}: ${error}`, at);
       events.push({ kind: "rent_attempt_failed", detail: `${offer.offer_id}: ${result.kind}: ${error}` });
       continue;
     }
-    // A create that may have made a machine: find it by its label before trying anything else.
-    ambiguousAt = offer;
+    // A create that may have made a machine: look the label up before anything else is sent.
+    await noteUnresolved(services.db, lease.id, seq, `ambiguous: ${error}`);
     events.push({ kind: "rent_ambiguous", detail: `${offer.offer_id}: ${error}; looking the label up` });
-    const lookup = await findByLabel(services, provider, lease, offer.offer_id);
-    if (lookup.kind === "found") {
-      events.push({ kind: "machine_found", detail: `found ${lookup.ref} by its label` });
-      outcome = { kind: "rented", offer, ref: lookup.ref, pricePerHour: lookup.pricePerHour };
-      break;
+    const found = await findMachine(services, provider, lease, seq);
+    if (found.kind === "found") {
+      events.push({ kind: "machine_found", detail: `found ${found.ref} by its label` });
+      return { tried: { kind: "rented" }, events };
     }
-    if (lookup.kind === "failed") {
-      outcome = { kind: "unknown", offer, error: `${error}; the label lookup failed: ${lookup.error}` };
-      break;
+    if (found.kind === "failed") {
+      return { tried: { kind: "unknown", error: `${error}; the label lookup failed: ${found.error}` }, events };
     }
-    attempts.push({ offer_id: offer.offer_id, error: `ambiguous: ${error}; no machine carries the label` });
+    // Nothing carries the label yet: the create stays unresolved for the keeper, and the next
+    // offer is tried (its machine, should one appear, is torn down as the lease's other machine).
   }
-
-  const now = services.clock();
-  const keeper = keeperFor(services.env, lease.id);
-  switch (outcome.kind) {
-    case "rented": {
-      const offer = outcome.offer;
-      // Whatever the status has become (a stop may have arrived while we were renting): the
-      // machine is on record, and a stopping lease's keeper tears it down.
-      const row = await recordMachine(services.db, lease.id, {
-        provider: offer.provider,
-        provider_ref: outcome.ref,
-        offer_id: offer.offer_id,
-        gpu: offer.gpu,
-        gpu_count: offer.gpu_count,
-        vram_gb: offer.vram_gb,
-        price_per_hour: outcome.pricePerHour ?? offer.price_per_hour,
-        currency: offer.currency,
-        spec: { ...lease.spec, min_billed_minutes: offer.min_billed_minutes },
-        expected_cost: worstCaseUsd(
-          offer,
-          { max_minutes: lease.max_minutes, max_cost: lease.max_cost ?? undefined },
-          billingFor(services, offer),
-        ),
-        billing_starts_at: services.providers.get(offer.provider)?.billingStartsAt ?? "accepted",
-        attempts: attempts.length ? JSON.stringify(attempts) : null,
-        rented_at: iso(now),
-      });
-      events.push({ kind: "rented", detail: `${offer.offer_id} as ${outcome.ref}` });
-      await appendEvents(services.db, lease.id, iso(now), events);
-      await startKeeper(services, keeper, lease.id);
-      return { lease: toLease(row ?? lease), created: true };
-    }
-    case "stopped_meanwhile": {
-      await appendEvents(services.db, lease.id, iso(now), events);
-      await startKeeper(services, keeper, lease.id);
-      const row = await getLease(services.db, lease.id);
-      return { lease: toLease(row ?? lease), created: true };
-    }
-    case "unknown": {
-      const error = `the rental's outcome is unknown: ${outcome.error}`;
-      await updateLeaseIf(services.db, lease.id, ["provisioning"], {
-        status: "stopping",
-        provider: outcome.offer.provider,
-        offer_id: outcome.offer.offer_id,
-        stop_reason: "rent_failed",
-        stop_requested_at: iso(now),
-        error,
-        attempts: JSON.stringify(attempts),
-      });
-      events.push({
-        kind: "stop_requested",
-        detail: "rent_failed: the keeper looks for the machine and tears it down",
-      });
-      await appendEvents(services.db, lease.id, iso(now), events);
-      await startKeeper(services, keeper, lease.id);
-      throw new RentRefusal("provider_error", `${error}; the lease is being torn down`, { lease_id: lease.id });
-    }
-    case "failed": {
-      const error = attempts.length ? "no offer could be rented" : "no offer was tried";
-      // Every answer was definite, so nothing exists; after an ambiguous create the keeper
-      // still checks the label once the listing has caught up.
-      const finished = ambiguousAt
-        ? { status: "stopping" as const, provider: ambiguousAt.provider, offer_id: ambiguousAt.offer_id }
-        : { status: "stopped" as const, stopped_at: iso(now), teardown_verified_at: iso(now) };
-      await updateLeaseIf(services.db, lease.id, ["provisioning"], {
-        ...finished,
-        stop_reason: "rent_failed",
-        stop_requested_at: iso(now),
-        error,
-        attempts: JSON.stringify(attempts),
-      });
-      events.push({ kind: ambiguousAt ? "stop_requested" : "stopped", detail: `rent_failed: ${error}` });
-      await appendEvents(services.db, lease.id, iso(now), events);
-      if (ambiguousAt) await startKeeper(services, keeper, lease.id);
-      else await wakeOutbox(services.env);
-      throw new RentRefusal("no_capacity", `${error}: every attempt was refused`, { attempts, lease_id: lease.id });
-    }
-  }
+  return { tried: { kind: "failed" }, events };
 }
 
-/**
- * Hands the lease to its keeper. The machine is rented and recorded whatever happens here: a
- * keeper that cannot be reached now is re-armed by the reaper (ensureAlarm), so the request
- * still answers with the lease.
- */
-async function startKeeper(services: Services, keeper: ReturnType<typeof keeperFor>, leaseId: string): Promise<void> {
-  try {
-    await keeper.start(leaseId);
-  } catch (error) {
-    await appendEvents(services.db, leaseId, iso(services.clock()), [
-      { kind: "keeper_start_failed", detail: `${safeMessage(services, error)}; the reaper re-arms it` },
-    ]).catch(() => undefined);
-  }
-}
+type Found = { kind: "found"; ref: string } | { kind: "none" } | { kind: "failed"; error: string };
 
-type Lookup =
-  | { kind: "found"; ref: string; pricePerHour: number | null }
-  | { kind: "none" }
-  | { kind: "failed"; error: string };
-
-async function findByLabel(services: Services, provider: Provider, lease: LeaseRow, offerId: string): Promise<Lookup> {
+/** Looks for a machine of this lease no create has claimed yet, twice (listings lag). */
+async function findMachine(services: Services, provider: Provider, lease: LeaseRow, seq: number): Promise<Found> {
+  const create = (await listCreates(services.db, lease.id)).find((c) => c.seq === seq) as CreateRecord;
   for (let attempt = 0; attempt < 2; attempt++) {
     if (attempt > 0) await services.sleep(LABEL_LOOKUP_RETRY_MS);
-    try {
-      const machine = await provider.findByLabel(
-        lease.label,
-        await lookupHintFor(services.db, lease, provider, offerId),
+    const lookup = await lookupMachines(services, provider, lease, create);
+    if (!lookup.ok) return { kind: "failed", error: lookup.error };
+    for (const machine of lookup.machines) {
+      const claim = await claimMachine(
+        services.db,
+        lease.id,
+        {
+          provider: provider.name,
+          ref: machine.ref,
+          price_per_hour: machine.price_per_hour,
+          billed_from: billedFromOf(machine, create),
+          detail: "found by the rent's label lookup",
+          currency: provider.currency,
+        },
+        iso(services.clock()),
+        provider.labelled ? null : seq,
       );
-      if (machine) return { kind: "found", ref: machine.ref, pricePerHour: machine.price_per_hour };
-    } catch (error) {
-      return { kind: "failed", error: safeMessage(services, error) };
+      if (claim.kind === "claimed") return { kind: "found", ref: machine.ref };
     }
   }
   return { kind: "none" };
+}
+
+/**
+ * Hands the outcome to the keeper, which settles the lease from its create records, and turns
+ * the settled lease into the request's answer. A keeper that cannot be reached now settles the
+ * lease at its next alarm (armed before the first create): the machine is on record either way.
+ */
+async function answer(
+  services: Services,
+  lease: LeaseRow,
+  { tried, events }: { tried: Tried; events: NewEvent[] },
+): Promise<RentOutcome> {
+  const error =
+    tried.kind === "unknown"
+      ? `the rental's outcome is unknown: ${tried.error}`
+      : tried.kind === "failed"
+        ? "no offer could be rented"
+        : null;
+  let row: LeaseRow | null;
+  try {
+    row = await services.keepers.settle(lease.id, { error, events });
+  } catch (failure) {
+    await appendEvents(services.db, lease.id, iso(services.clock()), [
+      ...events,
+      { kind: "keeper_start_failed", detail: `${safeMessage(services, failure)}; its next alarm settles the lease` },
+    ]).catch(() => undefined);
+    row = await getLease(services.db, lease.id);
+  }
+  const view = await leaseView(services, row ?? lease);
+  if (tried.kind === "rented" || tried.kind === "stopped_meanwhile") return { ok: true, lease: view, created: true };
+  if (tried.kind === "unknown") {
+    return {
+      ok: false,
+      refusal: new RentRefusal("provider_error", `${error}; the lease is being torn down`, { lease_id: lease.id }),
+    };
+  }
+  const attempts = attemptsOf(await listCreates(services.db, lease.id));
+  return {
+    ok: false,
+    refusal: new RentRefusal("no_capacity", `${error}: every attempt was refused`, { attempts, lease_id: lease.id }),
+  };
+}
+
+/** The lease as the API shows it, with its create records. */
+async function leaseView(services: Services, row: LeaseRow) {
+  return toLease(row, await listCreates(services.db, row.id));
 }
 
 /** What the row keeps of the request (never the call-back token). */

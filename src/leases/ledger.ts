@@ -1,13 +1,9 @@
 import { z } from "zod";
-import {
-  AccessSchema,
-  CurrencySchema,
-  type LookupHint,
-  type Provider,
-  ProviderNameSchema,
-  TemplateSchema,
-} from "../providers/types";
+import { AccessSchema, CurrencySchema, ProviderNameSchema, TemplateSchema } from "../providers/types";
 import { leaseEventStatements } from "../webhooks/outbox";
+import { BillingStartsAtSchema, jsonColumn } from "./columns";
+import { type CreateRecord, toCreateView } from "./creates";
+import { roundMoney } from "./pricing";
 import { type Lease, type LeaseEvent, type LeaseStatus, LeaseStatusSchema, StopReasonSchema } from "./schema";
 
 /** What the lease row's `spec` column holds: what was asked for, and how the machine is billed. */
@@ -25,38 +21,6 @@ export const StoredSpecSchema = z.object({
   min_billed_minutes: z.number().int().nonnegative().default(0),
 });
 export type StoredSpec = z.infer<typeof StoredSpecSchema>;
-
-const jsonColumn = <T extends z.ZodType>(schema: T) =>
-  z
-    .string()
-    .nullable()
-    .transform((text, ctx): z.output<T> | null => {
-      if (text === null) return null;
-      try {
-        return schema.parse(JSON.parse(text));
-      } catch {
-        ctx.addIssue({ code: "custom", message: "stored JSON does not parse" });
-        return z.NEVER;
-      }
-    });
-
-/** A create sent for a lease, recorded before it was sent (write-ahead renting). */
-export const SentCreateSchema = z.object({
-  provider: ProviderNameSchema,
-  offer_id: z.string(),
-  sent_at: z.string(),
-});
-export type SentCreate = z.infer<typeof SentCreateSchema>;
-
-/**
- * A lease being torn down whose create was sent but whose machine was never found: whether a
- * machine bills is unknown, so the keeper keeps looking and people must be told.
- */
-export const isRentalUnresolved = (lease: Pick<LeaseRow, "status" | "provider_ref" | "creates">): boolean =>
-  lease.status === "stopping" && !lease.provider_ref && (lease.creates?.length ?? 0) > 0;
-
-/** When the rented provider bills from (Provider.billingStartsAt), stored at rent time. */
-export const BillingStartsAtSchema = z.enum(["accepted", "running"]);
 
 /** One row of `leases`, parsed. */
 export const LeaseRowSchema = z.object({
@@ -95,8 +59,8 @@ export const LeaseRowSchema = z.object({
   stop_requested_at: z.string().nullable(),
   stopped_at: z.string().nullable(),
   teardown_verified_at: z.string().nullable(),
-  /** every create sent for this lease (null: none); see writeAheadCreate */
-  creates: jsonColumn(z.array(SentCreateSchema)).default(null),
+  /** what the lease's other machines cost (src/leases/creates.ts), in `currency` */
+  strays_cost: z.number().default(0),
   billing_starts_at: BillingStartsAtSchema.nullable().default(null),
   /** what the provider itself billed (src/billing), when it reports it per machine */
   billed: z.number().nullable().optional(),
@@ -104,8 +68,8 @@ export const LeaseRowSchema = z.object({
 });
 export type LeaseRow = z.infer<typeof LeaseRowSchema>;
 
-/** The row as the API shows it: no spec, hashes, keys or token ids. */
-export function toLease(row: LeaseRow): Lease {
+/** The row as the API shows it, with its create records: no spec, hashes, keys or token ids. */
+export function toLease(row: LeaseRow, creates: readonly CreateRecord[]): Lease {
   return {
     id: row.id,
     name: row.name,
@@ -123,7 +87,7 @@ export function toLease(row: LeaseRow): Lease {
     max_minutes: row.max_minutes,
     max_cost: row.max_cost,
     expected_cost: row.expected_cost,
-    cost: row.cost,
+    cost: roundMoney(row.cost + row.strays_cost),
     billed: row.billed ?? null,
     access: row.access,
     error: row.error,
@@ -135,6 +99,7 @@ export function toLease(row: LeaseRow): Lease {
     stop_requested_at: row.stop_requested_at,
     stopped_at: row.stopped_at,
     teardown_verified_at: row.teardown_verified_at,
+    creates: creates.map(toCreateView),
   };
 }
 
@@ -294,6 +259,7 @@ export type LeasePatch = Partial<{
   stopped_at: string | null;
   teardown_verified_at: string | null;
   billing_starts_at: LeaseRow["billing_starts_at"];
+  strays_cost: number;
 }>;
 
 const jsonColumns = new Set(["spec", "access"]);
@@ -327,49 +293,12 @@ export async function updateLeaseIf(
 /** Removes a just-inserted lease no create was ever sent for (a rental refused by the budget). */
 export async function deleteUnsentLease(db: D1Database, leaseId: string): Promise<void> {
   await db
-    .prepare("DELETE FROM leases WHERE id = ? AND status = 'provisioning' AND creates IS NULL AND provider_ref IS NULL")
+    .prepare(
+      `DELETE FROM leases WHERE id = ?1 AND status = 'provisioning' AND provider_ref IS NULL
+         AND NOT EXISTS (SELECT 1 FROM lease_creates WHERE lease_id = ?1)`,
+    )
     .bind(leaseId)
     .run();
-}
-
-/**
- * Write-ahead renting: records the create about to be sent, while the lease is still
- * `provisioning`. False when it is not (a stop arrived): then no create may be sent.
- */
-export async function writeAheadCreate(db: D1Database, leaseId: string, create: SentCreate): Promise<boolean> {
-  const row = await db
-    .prepare(
-      `UPDATE leases SET creates = json_insert(COALESCE(creates, '[]'), '$[#]', json(?))
-       WHERE id = ? AND status = 'provisioning' RETURNING id`,
-    )
-    .bind(JSON.stringify(create), leaseId)
-    .first();
-  return row !== null;
-}
-
-/**
- * Records the machine a create made, whatever the lease's status has become meanwhile: a lease
- * that is stopping tears it down, and one already `stopped` (by a keeper that saw no machine)
- * goes back to `stopping` with its verification cleared, for its keeper to tear the machine down.
- */
-export async function recordMachine(db: D1Database, leaseId: string, patch: LeasePatch): Promise<LeaseRow | null> {
-  const entries = Object.entries(patch).filter(([, value]) => value !== undefined);
-  const sets = entries.map(([column]) => `${column} = ?`);
-  const values = entries.map(([column, value]) =>
-    jsonColumns.has(column) && value !== null ? JSON.stringify(value) : (value as unknown),
-  );
-  const row = await db
-    .prepare(
-      `UPDATE leases SET ${[
-        ...sets,
-        "status = CASE WHEN status = 'stopped' THEN 'stopping' ELSE status END",
-        "stopped_at = CASE WHEN status = 'stopped' THEN NULL ELSE stopped_at END",
-        "teardown_verified_at = CASE WHEN status = 'stopped' THEN NULL ELSE teardown_verified_at END",
-      ].join(", ")} WHERE id = ? RETURNING *`,
-    )
-    .bind(...values, leaseId)
-    .first();
-  return row ? parseRow(row) : null;
 }
 
 export interface NewEvent {
@@ -414,32 +343,4 @@ export async function listEvents(db: D1Database, leaseId: string, afterSeq = 0, 
     .bind(leaseId, afterSeq, limit)
     .all();
   return results.map((row) => EventRowSchema.parse(row));
-}
-
-/** Leases created this long before the one looked for may still be renting when it was made. */
-const KNOWN_REFS_WINDOW_MS = 3_600_000;
-
-/**
- * For a provider without labels: what the lease's create looked like, and the machines of that
- * provider the ledger already knows (so another lease's machine is never mistaken for this one's).
- * Undefined for providers whose machines carry labels.
- */
-export async function lookupHintFor(
-  db: D1Database,
-  lease: LeaseRow,
-  provider: Provider,
-  offerId = lease.offer_id,
-): Promise<LookupHint | undefined> {
-  if (provider.labelled) return undefined;
-  const since = new Date(Date.parse(lease.created_at) - KNOWN_REFS_WINDOW_MS).toISOString();
-  const rows = await db
-    .prepare("SELECT provider_ref FROM leases WHERE provider = ? AND provider_ref IS NOT NULL AND created_at >= ?")
-    .bind(provider.name, since)
-    .all<{ provider_ref: string }>();
-  return {
-    createdAfter: lease.created_at,
-    offerId,
-    image: lease.spec.image,
-    knownRefs: rows.results.map((r) => r.provider_ref),
-  };
 }

@@ -8,7 +8,11 @@ import type { LeaseInput } from "./schema";
  * value, 4096 of args), asking each adapter's `validateSpec`; a 400 naming the limits when no
  * offer is left. Runs before the lease is stored, so nothing is rented with a spec that would fail.
  */
-export function withinProviderLimits(services: Services, input: LeaseInput, offers: RankedOffer[]): RankedOffer[] {
+export function withinProviderLimits(
+  services: Services,
+  input: LeaseInput,
+  offers: RankedOffer[],
+): RankedOffer[] | RentRefusal {
   const spec = { env: input.env ?? {}, cmd: input.cmd ?? null, template: input.template };
   const problems = new Map<string, string[]>();
   const kept = offers.filter((offer) => {
@@ -20,7 +24,7 @@ export function withinProviderLimits(services: Services, input: LeaseInput, offe
   const issues = [...problems].flatMap(([provider, list]) =>
     list.map((message) => ({ path: message.startsWith("env") ? "env" : "cmd", message: `${provider}: ${message}` })),
   );
-  throw new RentRefusal("invalid_request", `the lease exceeds the provider's limits: ${issues[0]!.message}`, {
+  return new RentRefusal("invalid_request", `the lease exceeds the provider's limits: ${issues[0]!.message}`, {
     issues,
   });
 }

@@ -3,11 +3,11 @@ import { createMiddleware } from "hono/factory";
 import { streamSSE } from "hono/streaming";
 import { requireScope } from "../auth/middleware";
 import { ApiError, errorResponses, refusalError } from "../errors";
-import { keeperFor } from "../keeper/client";
 import { bearerSecurity, createRouter, idParams, jsonResponse, limitQuery } from "../router";
 import type { AppEnv, Services } from "../services";
 import { verifyCallbackToken } from "./callback";
 import { createLease } from "./create";
+import { listCreates, listCreatesOf } from "./creates";
 import { BadCursorError, getLease, type LeaseRow, listEvents, listLeases, toLease } from "./ledger";
 import { LeaseEventSchema, LeaseInputSchema, LeaseSchema, leaseStatuses } from "./schema";
 
@@ -197,7 +197,11 @@ export const leaseRoutes = createRouter()
         limit: query.limit ?? 50,
         cursor: query.cursor,
       });
-      return c.json({ leases: rows.map(toLease), next_cursor: nextCursor }, 200);
+      const creates = await listCreatesOf(
+        c.get("services").db,
+        rows.map((r) => r.id),
+      );
+      return c.json({ leases: rows.map((r) => toLease(r, creates.get(r.id) ?? [])), next_cursor: nextCursor }, 200);
     } catch (error) {
       if (error instanceof BadCursorError) {
         throw new ApiError("invalid_request", `invalid query: cursor: ${error.message}`, {
@@ -208,14 +212,15 @@ export const leaseRoutes = createRouter()
     }
   })
   .openapi(getLeaseRoute, async (c) => {
-    const row = await leaseOr404(c.get("services"), c.req.valid("param").id);
-    return c.json(toLease(row), 200);
+    const services = c.get("services");
+    const row = await leaseOr404(services, c.req.valid("param").id);
+    return c.json(toLease(row, await listCreates(services.db, row.id)), 200);
   })
   .openapi(stopLeaseRoute, async (c) => {
     const services = c.get("services");
     const row = await leaseOr404(services, c.req.valid("param").id);
     if (row.status === "stopping" || row.status === "stopped") return c.json({ ok: true as const, already: true }, 200);
-    const result = await keeperFor(services.env, row.id).stop("requested", "stop requested through the API");
+    const result = await services.keepers.stop(row.id, "requested", "stop requested through the API");
     return c.json(result.already ? { ok: true as const, already: true } : { ok: true as const }, 200);
   })
   .openapi(eventsRoute, async (c) => {
@@ -262,6 +267,6 @@ export const leaseCallbackRoutes = createRouter().openapi(doneRoute, async (c) =
   const services = c.get("services");
   const row = await leaseOr404(services, c.req.valid("param").id);
   if (row.status === "stopping" || row.status === "stopped") return c.json({ ok: true as const, already: true }, 200);
-  const result = await keeperFor(services.env, row.id).jobDone(c.req.valid("json").exit_code);
+  const result = await services.keepers.jobDone(row.id, c.req.valid("json").exit_code);
   return c.json(result.already ? { ok: true as const, already: true } : { ok: true as const }, 200);
 });

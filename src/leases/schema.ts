@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { AccessSchema, CurrencySchema, ProviderNameSchema, TemplateSchema } from "../providers/types";
+import { CreateViewSchema } from "./creates";
 
 export const leaseStatuses = ["provisioning", "running", "stopping", "stopped"] as const;
 export const LeaseStatusSchema = z.enum(leaseStatuses).openapi("LeaseStatus");
@@ -105,7 +106,10 @@ export const LeaseSchema = z
       .number()
       .nullable()
       .openapi({ description: "USD, the worst case at rental: price × max_minutes, capped by max_cost" }),
-    cost: z.number().openapi({ description: "in `currency`: what the provider bills so far; frozen at teardown" }),
+    cost: z.number().openapi({
+      description:
+        "in `currency`: what the provider bills so far, every machine of the lease's creates included; runs until teardown_verified_at",
+    }),
     billed: z.number().nullable().openapi({
       description: "in `currency`: what the provider itself says it billed (RunPod REST billing), once known",
     }),
@@ -119,6 +123,9 @@ export const LeaseSchema = z
     stop_requested_at: z.string().nullable(),
     stopped_at: z.string().nullable(),
     teardown_verified_at: z.string().nullable(),
+    creates: z.array(CreateViewSchema).openapi({
+      description: "every create sent for this lease, with its resolution; never stopped while one is unresolved",
+    }),
   })
   .openapi("Lease");
 export type Lease = z.infer<typeof LeaseSchema>;

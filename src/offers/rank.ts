@@ -1,4 +1,4 @@
-import { toUsd } from "../keeper/billing";
+import { toUsd } from "../leases/pricing";
 import { gpuSpecByKey } from "../providers/gpus";
 import { type ProviderOffer, providerNames } from "../providers/types";
 import type { Offer } from "./schemas";

@@ -1,4 +1,4 @@
-import { toUsd } from "../keeper/billing";
+import { toUsd } from "../leases/pricing";
 import { iso } from "../lib/time";
 import { withTimeout } from "../lib/timeout";
 import { gpuSpecByKey, normaliseGpuName } from "../providers/gpus";

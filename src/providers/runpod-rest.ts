@@ -294,7 +294,7 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
     status,
     terminate,
     findByLabel,
-    listOwn: (prefix) => listOwn(prefix),
+    listOwn: async (prefix) => ({ machines: await listOwn(prefix), next: null }),
     balance: options.balance,
     billedDays,
     // The proxy answers 502 until Ollama listens, and a RUNNING pod may not be ready for minutes.

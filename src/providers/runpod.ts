@@ -346,7 +346,7 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
     status,
     terminate,
     findByLabel,
-    listOwn: (prefix) => listOwn(prefix),
+    listOwn: async (prefix) => ({ machines: await listOwn(prefix), next: null }),
     balance,
     ollamaReady: (ref) => ollamaReady(ref),
   };

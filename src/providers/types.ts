@@ -103,6 +103,12 @@ export interface OwnMachine {
   price_per_hour: number | null;
 }
 
+/** One pass over a provider's own machines. `next`: where a listing cut short by the page bound goes on (null: it reached the end). */
+export interface OwnListing {
+  machines: OwnMachine[];
+  next: string | null;
+}
+
 /** What a create looked like, for providers that cannot look a machine up by its label. */
 export interface LookupHint {
   /** the lease's creation: the machine cannot be older */
@@ -111,6 +117,8 @@ export interface LookupHint {
   image: string | null;
   /** machines of this provider the ledger already knows: never the one looked for */
   knownRefs: string[];
+  /** other leases' creates still unresolved with the same fingerprint: a match could be theirs */
+  competing: number;
 }
 
 /** What a provider says it billed for one machine over one UTC day, in its currency. */
@@ -152,10 +160,11 @@ export interface Provider {
    */
   findByLabel(label: string, hint?: LookupHint): Promise<OwnMachine | null>;
   /**
-   * Own machines, paged to the end: those whose label starts with `prefix`; for a provider
-   * without labels, the ones among `knownRefs`. Throws when any page fails or does not parse.
+   * Own machines: those whose label starts with `prefix`; for a provider without labels, the ones
+   * among `knownRefs`. Throws when any page fails or does not parse. `from`: where a listing cut
+   * short by the page bound goes on.
    */
-  listOwn(prefix: string, knownRefs: string[]): Promise<OwnMachine[]>;
+  listOwn(prefix: string, knownRefs: string[], from?: string | null): Promise<OwnListing>;
   balance(): Promise<Balance>;
   /**
    * Provider-specific limits on what a machine may be given (env value or args length, ...):

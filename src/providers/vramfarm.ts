@@ -5,6 +5,7 @@ import type {
   MachineSpec,
   MachineStatus,
   OfferQuery,
+  OwnListing,
   OwnMachine,
   Provider,
   ProviderOffer,
@@ -286,6 +287,13 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
           `${candidates.length} unknown servers match this lease's create: cannot tell which is ours`,
         );
       }
+      if (candidates.length === 1 && hint.competing > 0) {
+        // Another lease's create with the same card and image is unresolved too: the server may be theirs.
+        throw http.error(
+          "api",
+          `a server matches this lease's create, but ${hint.competing} other lease(s) sent the same create: cannot tell whose it is`,
+        );
+      }
       const found = candidates[0];
       return found
         ? {
@@ -299,10 +307,10 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
     },
 
     /** Only servers whose id gpulease recorded: an unknown id may be the user's own batch job. */
-    async listOwn(_prefix: string, knownRefs: string[]): Promise<OwnMachine[]> {
+    async listOwn(_prefix: string, knownRefs: string[]): Promise<OwnListing> {
       const known = new Set(knownRefs);
-      if (known.size === 0) return [];
-      return (await listLive())
+      if (known.size === 0) return { machines: [], next: null };
+      const machines = (await listLive())
         .filter((instance) => known.has(String(instance.id)))
         .map((instance) => ({
           ref: String(instance.id),
@@ -311,6 +319,7 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
           created_at: instance.created_at ?? null,
           price_per_hour: instance.price ?? null,
         }));
+      return { machines, next: null };
     },
 
     async balance(): Promise<Balance> {

@@ -1,4 +1,4 @@
-import { keeperFor } from "../keeper/client";
+import type { KeeperPort } from "../keeper/client";
 import type { StopReason } from "../leases/schema";
 
 /**
@@ -7,18 +7,18 @@ import type { StopReason } from "../leases/schema";
  * started first and asked again, so no active lease is left without a keeper.
  */
 export async function stopViaKeeper(
-  env: Env,
+  keepers: KeeperPort,
   leaseId: string,
   reason: StopReason,
   detail: string,
 ): Promise<{ already: boolean }> {
   try {
-    const result = await keeperFor(env, leaseId).stop(reason, detail);
+    const result = await keepers.stop(leaseId, reason, detail);
     return { already: result.already };
   } catch {
-    // A stub that threw is broken: a new one for the retry.
-    await keeperFor(env, leaseId).start(leaseId);
-    const result = await keeperFor(env, leaseId).stop(reason, detail);
+    // The port takes a new stub for every call, so the retry does not reuse a broken one.
+    await keepers.start(leaseId);
+    const result = await keepers.stop(leaseId, reason, detail);
     return { already: result.already };
   }
 }

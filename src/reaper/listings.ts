@@ -29,7 +29,7 @@ export async function listOwnMachines(
   return Promise.all(
     providers.map(async (provider): Promise<Listing> => {
       try {
-        const machines = await withTimeout(
+        const { machines } = await withTimeout(
           () => provider.listOwn(services.config.labelPrefix, knownRefs[provider.name] ?? []),
           LISTING_TIMEOUT_MS,
           () => new Error(`listing took longer than ${LISTING_TIMEOUT_MS / 1000} s`),

@@ -1,10 +1,11 @@
 import type { LeaseRow } from "../leases/ledger";
-import { idPattern, newId } from "../lib/ids";
+import { idPattern } from "../lib/ids";
 import { ms } from "../lib/time";
 import type { OwnMachine, ProviderName } from "../providers/types";
 
 export const actionKinds = [
   "adopt",
+  "claim",
   "reopen",
   "reconcile",
   "rearm",
@@ -21,7 +22,7 @@ export interface PlannedAction {
   provider_ref: string | null;
   lease_id: string;
   detail: string;
-  /** adopt: the machine's label, price and age, for the new lease row */
+  /** adopt: the machine's label, price and age, for the new lease row; claim: the machine to hand over */
   machine?: OwnMachine;
   /** stop_overdue / budget_stop: the stop reason the keeper gets */
   reason?: "max_minutes" | "max_cost" | "start_timeout" | "budget" | "requested";
@@ -45,6 +46,8 @@ export interface ListingDiffInput {
   leasesByRef: ReadonlyMap<string, LeaseRow>;
   /** this provider's active leases that have a machine */
   activeLeases: readonly LeaseRow[];
+  /** this provider's machines that create records hold: ref → the lease and whether verified gone */
+  createRecords: ReadonlyMap<string, { leaseId: string; goneAt: string | null }>;
   now: number;
   graceMs: number;
 }
@@ -89,19 +92,21 @@ export function diffListing(input: ListingDiffInput): ListingDiff {
       });
       continue;
     }
-    if (lease.provider_ref && lease.provider === input.provider && machine.ref !== lease.provider_ref) {
-      // A second machine under one lease's label: an ambiguous create whose machine showed up
-      // only after the rent had failed over. Nothing else would ever stop it.
+    if (!(lease.provider === input.provider && machine.ref === lease.provider_ref)) {
+      // A machine of this lease that is not its current one (an ambiguous create whose machine
+      // showed up after the rent moved on, at any provider): its keeper tears it down and bills
+      // it to the lease. One its create records already hold is in the keeper's hands.
+      const record = input.createRecords.get(machine.ref);
+      if (record?.leaseId === lease.id && record.goneAt === null) continue;
       const age = ageMs(machine.created_at, input.now);
       if (age !== null && age < input.graceMs) continue;
       actions.push({
-        kind: "adopt",
+        kind: "claim",
         provider: input.provider,
         provider_ref: machine.ref,
-        lease_id: newId("lse", input.now),
-        detail: `machine ${machine.ref} carries lease ${lease.id}'s label but is not its machine (${lease.provider_ref}): adopted and torn down`,
-        // The label column is unique: a second reaper adopting the same duplicate writes nothing.
-        machine: { ...machine, label: `${machine.label ?? lease.label}~${machine.ref}` },
+        lease_id: lease.id,
+        detail: `machine ${machine.ref} carries lease ${lease.id}'s label but is not its machine (${lease.provider_ref ?? "none"}): handed to its keeper, torn down and billed to the lease`,
+        machine,
       });
       continue;
     }

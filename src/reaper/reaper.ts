@@ -1,10 +1,10 @@
 import { checkBudget } from "../account/budget";
 import { breachText } from "../account/enforce";
 import { spentUsd } from "../account/spend";
-import { keeperFor } from "../keeper/client";
 import type { LeaseRow } from "../leases/ledger";
+import { billedFromOf } from "../leases/lookup";
 import { iso } from "../lib/time";
-import type { Provider, ProviderName } from "../providers/types";
+import type { OwnMachine, Provider, ProviderName } from "../providers/types";
 import type { Services } from "../services";
 import { mapLimit, stopViaKeeper } from "./keepers";
 import { type Listing, listOwnMachines, safeMessage } from "./listings";
@@ -12,12 +12,13 @@ import { diffListing, leaseIdFromLabel, overdue, type PlannedAction } from "./pl
 import { type ReaperAction, type ReaperProvider, type ReaperRun, recordRunStatements } from "./runs";
 import {
   adoptStatement,
+  type CreateRecordRefs,
   eventStatements,
   knownRefLists,
   type LedgerView,
+  loadCreateRecordRefs,
   loadLeasesByIds,
   loadLedgerView,
-  reopenStatement,
 } from "./store";
 
 /** The keeper gets this long past a cap before the reaper stops the lease itself. */
@@ -35,6 +36,7 @@ export async function runReaper(services: Services): Promise<ReaperRun> {
   const ledger = await loadLedgerView(db, now, unlabelledProviders(services));
   const listings = await listOwnMachines(services, knownRefLists(ledger));
   const leasesById = await leasesNamedBy(services, listings, ledger);
+  const records = await loadCreateRecordRefs(db, [...leasesById.keys()]);
 
   const providers: ReaperProvider[] = [];
   const planned: PlannedAction[] = [];
@@ -48,8 +50,9 @@ export async function runReaper(services: Services): Promise<ReaperRun> {
       prefix: config.labelPrefix,
       machines: listing.machines,
       leasesById,
-      leasesByRef: refsOf(listing.provider, leasesById),
+      leasesByRef: refsOf(listing.provider, leasesById, records),
       activeLeases: ledger.active,
+      createRecords: records.get(listing.provider.name) ?? new Map(),
       now,
       graceMs: config.reaperGraceMin * 60_000,
     });
@@ -120,13 +123,21 @@ export async function leasesNamedBy(
 }
 
 /**
- * A provider's leases by machine ref, only for a provider whose machines carry no label
- * (Provider.labelled false). Elsewhere a machine is ours by its label alone, so an unlabelled
- * one is never touched.
+ * A provider's leases by machine ref (the lease's machine, and the machines its create records
+ * hold), only for a provider whose machines carry no label (Provider.labelled false). Elsewhere
+ * a machine is ours by its label alone, so an unlabelled one is never touched.
  */
-export function refsOf(provider: Provider, leasesById: ReadonlyMap<string, LeaseRow>): Map<string, LeaseRow> {
+export function refsOf(
+  provider: Provider,
+  leasesById: ReadonlyMap<string, LeaseRow>,
+  records: CreateRecordRefs,
+): Map<string, LeaseRow> {
   const byRef = new Map<string, LeaseRow>();
   if (provider.labelled) return byRef;
+  for (const [ref, record] of records.get(provider.name) ?? []) {
+    const lease = leasesById.get(record.leaseId);
+    if (lease) byRef.set(ref, lease);
+  }
   for (const lease of leasesById.values())
     if (lease.provider === provider.name && lease.provider_ref) byRef.set(lease.provider_ref, lease);
   return byRef;
@@ -157,26 +168,27 @@ async function budgetActions(services: Services, alreadyStopping: ReadonlySet<st
     }));
 }
 
-/** Writes the adoptions and reopenings in one batch, then hands each lease to its keeper. */
+/**
+ * Writes the adoptions (new lease rows) in one batch, then hands each lease to its keeper, which
+ * alone changes an existing lease: it reopens a stopped one and tears down a machine it is handed.
+ */
 export async function perform(
   services: Services,
   planned: readonly PlannedAction[],
   now: number,
 ): Promise<ReaperAction[]> {
-  const { db, env } = services;
-  const writes = planned.filter((a) => a.kind === "adopt" || a.kind === "reopen");
+  const { db, keepers } = services;
+  const writes = planned.filter((a) => a.kind === "adopt");
   const written = new Map<PlannedAction, boolean>();
   if (writes.length > 0) {
     const statements = writes.map((a) =>
-      a.kind === "adopt" && a.machine && a.provider
-        ? adoptStatement(db, {
-            leaseId: a.lease_id,
-            provider: a.provider,
-            currency: services.providers.get(a.provider)?.currency ?? "USD",
-            machine: a.machine,
-            now: iso(now),
-          })
-        : reopenStatement(db, a.lease_id, a.provider as ProviderName, a.provider_ref as string, iso(now)),
+      adoptStatement(db, {
+        leaseId: a.lease_id,
+        provider: a.provider as ProviderName,
+        currency: services.providers.get(a.provider as ProviderName)?.currency ?? "USD",
+        machine: a.machine as OwnMachine,
+        now: iso(now),
+      }),
     );
     const results = await db.batch(statements);
     for (const [i, a] of writes.entries()) written.set(a, (results[i]?.meta.changes ?? 0) > 0);
@@ -186,19 +198,44 @@ export async function perform(
     try {
       switch (action.kind) {
         case "adopt":
-        case "reopen":
           if (!written.get(action))
             return toRecord(action, "done", `${action.detail} (already handled by another run)`);
-          await keeperFor(env, action.lease_id).start(action.lease_id);
+          await keepers.start(action.lease_id);
           return toRecord(action, "done", action.detail);
+        case "reopen": {
+          const { reopened } = await keepers.reopen(
+            action.lease_id,
+            action.provider as ProviderName,
+            action.provider_ref as string,
+          );
+          return toRecord(action, "done", reopened ? action.detail : `${action.detail} (already handled)`);
+        }
+        case "claim": {
+          const machine = action.machine as OwnMachine;
+          const provider = action.provider as ProviderName;
+          const result = await keepers.claim(action.lease_id, {
+            provider,
+            ref: machine.ref,
+            price_per_hour: machine.price_per_hour,
+            billed_from: billedFromOf(machine, { sent_at: iso(now) }),
+            detail: "found by the reaper",
+            currency: services.providers.get(provider)?.currency ?? "USD",
+          });
+          return toRecord(action, "done", result.claimed ? action.detail : `${action.detail} (${result.detail})`);
+        }
         case "reconcile":
         case "rearm":
-          await keeperFor(env, action.lease_id).ensureAlarm();
+          await keepers.ensureAlarm(action.lease_id);
           return toRecord(action, "done", action.detail);
         case "stop_overdue":
         case "budget_stop":
         case "stop_all": {
-          const { already } = await stopViaKeeper(env, action.lease_id, action.reason ?? "requested", action.detail);
+          const { already } = await stopViaKeeper(
+            keepers,
+            action.lease_id,
+            action.reason ?? "requested",
+            action.detail,
+          );
           return toRecord(action, "done", already ? `${action.detail} (was already stopping)` : action.detail);
         }
       }
@@ -227,7 +264,7 @@ async function rearm(
       detail: "the keeper had no alarm set: re-armed",
     };
     try {
-      const { rearmed } = await keeperFor(services.env, lease.id).ensureAlarm();
+      const { rearmed } = await services.keepers.ensureAlarm(lease.id);
       return rearmed ? toRecord(base, "done", base.detail) : null;
     } catch (error) {
       return toRecord(base, "failed", `checking the keeper's alarm failed: ${safeMessage(services, error)}`);

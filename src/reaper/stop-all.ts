@@ -5,7 +5,7 @@ import { listOwnMachines } from "./listings";
 import { diffListing, leaseIdFromLabel, type PlannedAction } from "./plan";
 import { leasesNamedBy, perform, refsOf, unlabelledProviders } from "./reaper";
 import { type ReaperProvider, type ReaperRun, recordRunStatements } from "./runs";
-import { eventStatements, knownRefLists, loadLedgerView } from "./store";
+import { eventStatements, knownRefLists, loadCreateRecordRefs, loadLedgerView } from "./store";
 
 export interface StopAllResult {
   ok: true;
@@ -46,6 +46,7 @@ export async function stopAll(services: Services): Promise<StopAllResult> {
 
   const listings = await listOwnMachines(services, knownRefLists(ledger));
   const leasesById = await leasesNamedBy(services, listings, ledger);
+  const records = await loadCreateRecordRefs(db, [...leasesById.keys()]);
 
   const planned: PlannedAction[] = [];
   const providers: ReaperProvider[] = [];
@@ -58,7 +59,7 @@ export async function stopAll(services: Services): Promise<StopAllResult> {
       errors.push({ provider, error: listing.error });
       continue;
     }
-    const byRef = refsOf(listing.provider, leasesById);
+    const byRef = refsOf(listing.provider, leasesById, records);
     const diff = diffListing({
       provider,
       prefix: config.labelPrefix,
@@ -66,6 +67,7 @@ export async function stopAll(services: Services): Promise<StopAllResult> {
       leasesById,
       leasesByRef: byRef,
       activeLeases: [],
+      createRecords: records.get(provider) ?? new Map(),
       now,
       graceMs: 0,
     });

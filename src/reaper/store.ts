@@ -20,7 +20,7 @@ export async function loadLedgerView(
   unlabelled: readonly ProviderName[],
 ): Promise<LedgerView> {
   const names = unlabelled.length ? unlabelled : ["-"];
-  const [active, known] = await db.batch([
+  const [active, known, held] = await db.batch([
     db.prepare("SELECT * FROM leases WHERE status != 'stopped'"),
     // Only three columns: the full rows are read for the refs that turn up in the listing.
     db
@@ -29,9 +29,20 @@ export async function loadLedgerView(
            AND provider_ref IS NOT NULL AND (status != 'stopped' OR COALESCE(stopped_at, created_at) >= ?)`,
       )
       .bind(...names, new Date(now - KNOWN_REF_WINDOW_MS).toISOString()),
+    // Machines create records hold that are not verified gone: other machines of a lease.
+    db
+      .prepare(
+        `SELECT lease_id AS id, provider, provider_ref FROM lease_creates
+         WHERE provider IN (${names.map(() => "?").join(", ")}) AND resolution = 'machine' AND gone_at IS NULL`,
+      )
+      .bind(...names),
   ]);
   const knownRefs = new Map<ProviderName, Map<string, string>>(unlabelled.map((name) => [name, new Map()]));
-  for (const row of (known?.results ?? []) as { id: string; provider: ProviderName; provider_ref: string }[])
+  for (const row of [...(known?.results ?? []), ...(held?.results ?? [])] as {
+    id: string;
+    provider: ProviderName;
+    provider_ref: string;
+  }[])
     knownRefs.get(row.provider)?.set(row.provider_ref, row.id);
   return { active: (active?.results ?? []).map((row) => LeaseRowSchema.parse(row)), knownRefs };
 }
@@ -52,6 +63,40 @@ export async function loadLeasesByIds(db: D1Database, ids: readonly string[]): P
   }
   const results = await db.batch(statements);
   return results.flatMap((r) => r.results.map((row) => LeaseRowSchema.parse(row)));
+}
+
+export type CreateRecordRefs = Map<ProviderName, Map<string, { leaseId: string; goneAt: string | null }>>;
+
+/** The machines the create records of these leases hold, per provider (one batch). */
+export async function loadCreateRecordRefs(db: D1Database, leaseIds: readonly string[]): Promise<CreateRecordRefs> {
+  const unique = [...new Set(leaseIds)];
+  const refs: CreateRecordRefs = new Map();
+  if (unique.length === 0) return refs;
+  const statements: D1PreparedStatement[] = [];
+  for (let i = 0; i < unique.length; i += IDS_PER_QUERY) {
+    const chunk = unique.slice(i, i + IDS_PER_QUERY);
+    statements.push(
+      db
+        .prepare(
+          `SELECT lease_id, provider, provider_ref, gone_at FROM lease_creates
+             WHERE provider_ref IS NOT NULL AND lease_id IN (${chunk.map(() => "?").join(", ")})`,
+        )
+        .bind(...chunk),
+    );
+  }
+  for (const result of await db.batch(statements)) {
+    for (const row of result.results as {
+      lease_id: string;
+      provider: ProviderName;
+      provider_ref: string;
+      gone_at: string | null;
+    }[]) {
+      const byRef = refs.get(row.provider) ?? new Map();
+      byRef.set(row.provider_ref, { leaseId: row.lease_id, goneAt: row.gone_at });
+      refs.set(row.provider, byRef);
+    }
+  }
+  return refs;
 }
 
 /** What an adopted machine's lease row says about a machine nobody asked us to rent. */
@@ -112,26 +157,6 @@ function adoptedCost(a: Adoption): number {
   if (!created || a.machine.price_per_hour === null) return 0;
   const hours = Math.max(0, Date.parse(a.now) - Date.parse(created)) / 3_600_000;
   return Math.round(a.machine.price_per_hour * hours * 10_000) / 10_000;
-}
-
-/**
- * Reopens a stopped lease whose machine still exists, for its keeper to tear down again.
- * Conditional on `stopped`, so it never overrides a keeper that is already at work.
- */
-export function reopenStatement(
-  db: D1Database,
-  leaseId: string,
-  provider: ProviderName,
-  ref: string,
-  now: string,
-): D1PreparedStatement {
-  return db
-    .prepare(
-      `UPDATE leases SET status = 'stopping', provider = ?, provider_ref = ?, stop_reason = COALESCE(stop_reason, 'reaper'),
-         stop_requested_at = ?, stopped_at = NULL, teardown_verified_at = NULL
-       WHERE id = ? AND status = 'stopped'`,
-    )
-    .bind(provider, ref, now, leaseId);
 }
 
 export function eventStatement(

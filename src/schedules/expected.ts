@@ -1,4 +1,5 @@
-import { billingFor, offersQueryFor, worstCaseUsd } from "../leases/create";
+import { billingFor, offersQueryFor } from "../leases/create";
+import { worstCaseUsd } from "../leases/pricing";
 import type { LeaseInput } from "../leases/schema";
 import { findOffer, listRankedOffers, type ProviderFailure, type RankedOffer } from "../offers/service";
 import type { Services } from "../services";

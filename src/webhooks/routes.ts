@@ -5,7 +5,6 @@ import { bearerSecurity, createRouter, idParams, jsonResponse, limitQuery } from
 import { WebhookEventTypeSchema } from "./events";
 import { enqueuePing } from "./outbox";
 import { newWebhookSecret, sealSecret } from "./secrets";
-import { wakeOutbox } from "./sender";
 import {
   DeliverySchema,
   deleteWebhook,
@@ -17,6 +16,7 @@ import {
   webhookExists,
 } from "./store";
 import { webhookUrlProblem } from "./url";
+import { wakeOutbox } from "./wake";
 
 const CreateWebhookSchema = z
   .strictObject({

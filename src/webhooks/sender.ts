@@ -1,7 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { loadConfig } from "../config";
+import { listCreates } from "../leases/creates";
 import { getLease, toLease } from "../leases/ledger";
-import { createLogger } from "../lib/log";
 import { secretsOf } from "../providers/scrub";
 import { createServices, type Services } from "../services";
 import { jsonBody, maskEnv, type RenderedEvent, slackBody, withoutSecrets } from "./body";
@@ -23,7 +23,8 @@ export type Fetch = (request: Request) => Promise<Response>;
 async function renderData(services: Services, delivery: DueDelivery): Promise<Record<string, unknown>> {
   if (delivery.data) return JSON.parse(delivery.data) as Record<string, unknown>;
   const row = delivery.lease_id ? await getLease(services.db, delivery.lease_id) : null;
-  const data = { lease: row ? toLease(row) : { id: delivery.lease_id }, detail: delivery.detail };
+  const lease = row ? toLease(row, await listCreates(services.db, row.id)) : { id: delivery.lease_id };
+  const data = { lease, detail: delivery.detail };
   return JSON.parse(await freezeEventData(services.db, delivery.event_id, JSON.stringify(data)));
 }
 
@@ -125,19 +126,5 @@ export class WebhookSender extends DurableObject<Env> {
       services.log.error("webhook_round_failed", { error });
       await this.ctx.storage.setAlarm(Date.now() + 30_000);
     }
-  }
-}
-
-/** Wakes the sender; never throws (a lost wake is caught up by the next cron tick). */
-export async function wakeOutbox(env: Env): Promise<void> {
-  try {
-    await env.WEBHOOK_SENDER.getByName("outbox").wake();
-  } catch (error) {
-    createLogger([env.ADMIN_TOKEN, env.RUNPOD_API_KEY, env.VAST_API_KEY, env.VRAMFARM_TOKEN]).error(
-      "webhook_wake_failed",
-      {
-        error,
-      },
-    );
   }
 }

@@ -19,20 +19,25 @@ describe("GET /v1/account: rentals whose outcome is unknown", () => {
     const recorded = await rentSim();
     // The state a rent request leaves when it dies between the create and recording its answer
     // (reaching it through the sim takes a crash; test/money-safety covers the path itself).
-    await env.DB.prepare(
-      `UPDATE leases SET status = 'stopping', provider_ref = NULL,
-         creates = '[{"provider":"sim","offer_id":"sim:x","sent_at":"2026-01-01T00:00:00Z"}]' WHERE id = ?`,
-    )
-      .bind(unresolved)
-      .run();
+    await env.DB.batch([
+      env.DB.prepare("UPDATE leases SET status = 'stopping', provider_ref = NULL WHERE id = ?").bind(unresolved),
+      env.DB.prepare(
+        "UPDATE lease_creates SET resolution = 'unresolved', provider_ref = NULL, resolved_at = NULL WHERE lease_id = ?",
+      ).bind(unresolved),
+    ]);
     // A stopping lease with its machine recorded is an ordinary teardown, not an unknown.
     await env.DB.prepare("UPDATE leases SET status = 'stopping' WHERE id = ?").bind(recorded).run();
 
     const view = await account();
     expect(view.unresolved_rentals).toContain(unresolved);
     expect(view.unresolved_rentals).not.toContain(recorded);
+    const lease = await (await api(`/v1/leases/${unresolved}`)).json<{ creates: unknown[] }>();
+    expect(lease.creates).toEqual([
+      expect.objectContaining({ provider: "sim", resolution: "unresolved", provider_ref: null, resolved_at: null }),
+    ]);
 
-    await env.DB.prepare("UPDATE leases SET status = 'stopped' WHERE id IN (?, ?)").bind(unresolved, recorded).run();
+    // Resolved (a lookup after its timeout found nothing): no longer an unknown.
+    await env.DB.prepare("UPDATE lease_creates SET resolution = 'none' WHERE lease_id = ?").bind(unresolved).run();
     expect((await account()).unresolved_rentals).not.toContain(unresolved);
   });
 });

@@ -29,12 +29,14 @@ describe("alarms at the top of every page", () => {
     await env.DB.prepare("UPDATE leases SET status = 'stopping', error = 'teardown_unverified' WHERE id = ?")
       .bind(unverified)
       .run();
-    await env.DB.prepare(
-      `UPDATE leases SET status = 'stopping', provider_ref = NULL, error = 'the rental''s outcome is unknown',
-         creates = '[{"provider":"sim","offer_id":"sim:x","sent_at":"2026-01-01T00:00:00Z"}]' WHERE id = ?`,
-    )
-      .bind(unresolved)
-      .run();
+    await env.DB.batch([
+      env.DB.prepare(
+        "UPDATE leases SET status = 'stopping', provider_ref = NULL, error = 'the rental''s outcome is unknown' WHERE id = ?",
+      ).bind(unresolved),
+      env.DB.prepare("UPDATE lease_creates SET resolution = 'unresolved', provider_ref = NULL WHERE lease_id = ?").bind(
+        unresolved,
+      ),
+    ]);
     const { cookie } = await signIn();
     for (const path of ["/", "/offers", "/schedules", "/account", "/reaper", "/tokens"]) {
       const html = await (await browse(path, { cookie })).text();

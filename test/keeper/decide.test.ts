@@ -1,9 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { billedFrom, costCapAt, timeCost } from "../../src/keeper/billing";
 import {
   capReached,
   decideAfterPoll,
-  decideRental,
   decideTeardown,
   initialLoopState,
   type KeeperSettings,
@@ -13,6 +11,7 @@ import {
   planTeardown,
 } from "../../src/keeper/decide";
 import type { LeaseRow } from "../../src/leases/ledger";
+import { billedFrom, costCapAt, timeCost } from "../../src/leases/pricing";
 import type { MachineStatus } from "../../src/providers/types";
 import { leaseRow } from "../support/lease-row";
 
@@ -30,6 +29,7 @@ const settings: KeeperSettings = {
   beatMs: 60_000,
   rentWindowMs: 120_000,
   eurUsd: 1.08,
+  startTimeoutMin: 20,
 };
 
 /** A provisioning Ollama lease at RunPod, rented at 1 ms. */
@@ -387,75 +387,6 @@ describe("stopping", () => {
       settings,
     );
     expect(gone.patch).toMatchObject({ status: "stopped", error: null });
-  });
-
-  it("with no machine recorded: a clean listing without the label is conclusive only after the rent window", () => {
-    const noRef = {
-      ...stopping,
-      provider_ref: null,
-      created_at: iso(900),
-      creates: [{ provider: "runpod" as const, offer_id: "runpod:x", sent_at: iso(900) }],
-    };
-    const none = [{ provider: "runpod" as const, ok: true as const, machine: null }];
-    const early = decideRental(noRef, loop(), [], at(960), settings);
-    expect(early.patch.status).toBeUndefined();
-    const later = decideRental(noRef, loop(), none, at(900 + 120), settings);
-    expect(later.patch.status).toBe("stopped");
-    const machine = {
-      ref: "pod9",
-      label: noRef.label,
-      state: "running" as const,
-      created_at: null,
-      price_per_hour: null,
-    };
-    const found = decideRental(noRef, loop(), [{ provider: "runpod", ok: true, machine }], at(1020), settings);
-    expect(found.patch).toEqual({ provider: "runpod", provider_ref: "pod9" });
-    expect(found.found?.machine.ref).toBe("pod9");
-    const failed = decideRental(
-      noRef,
-      loop(),
-      [{ provider: "runpod", ok: false, error: "listing failed" }],
-      at(2000),
-      settings,
-    );
-    expect(failed.patch.status).toBeUndefined();
-  });
-
-  it("with no machine recorded: every provider a create was sent to must say none", () => {
-    const noRef = {
-      ...stopping,
-      provider: null,
-      provider_ref: null,
-      created_at: iso(900),
-      creates: [
-        { provider: "runpod" as const, offer_id: "runpod:x", sent_at: iso(900) },
-        { provider: "vast" as const, offer_id: "vast:1", sent_at: iso(905) },
-      ],
-    };
-    const runpodOnly = decideRental(
-      noRef,
-      loop(),
-      [{ provider: "runpod", ok: true, machine: null }],
-      at(1100),
-      settings,
-    );
-    expect(runpodOnly.patch.status).toBeUndefined();
-    expect(runpodOnly.loop.noMachineAt).toEqual(["runpod"]);
-    const both = decideRental(
-      noRef,
-      runpodOnly.loop,
-      [{ provider: "vast", ok: true, machine: null }],
-      at(1100),
-      settings,
-    );
-    expect(both.patch.status).toBe("stopped");
-  });
-
-  it("a lease no create was sent for ends only once no request can still be renting it", () => {
-    // Finding 1: a lease without provider was stopped at once, whatever a live request did next.
-    const noCreate = { ...stopping, provider: null, provider_ref: null, offer_id: null, created_at: iso(990) };
-    expect(decideRental(noCreate, loop(), [], at(1000), settings).patch.status).toBeUndefined();
-    expect(decideRental(noCreate, loop(), [], at(990 + 120), settings).patch.status).toBe("stopped");
   });
 
   it("a reopened teardown starts afresh: an earlier teardown's gone reads do not count", () => {

@@ -133,9 +133,10 @@ describe("caps held by the keeper", () => {
     const elapsed = Date.parse(stopped.stop_requested_at!) - Date.parse(lease.created_at);
     expect(elapsed).toBeGreaterThanOrEqual(260_000);
     expect(elapsed).toBeLessThanOrEqual(262_000);
+    // Billed until the teardown verified (the sim's lingering machine bills too), then frozen.
+    const billedMs = Date.parse(stopped.teardown_verified_at!) - Date.parse(lease.created_at);
     expect(stopped.cost).toBeGreaterThanOrEqual(0.0499);
-    expect(stopped.cost).toBeLessThanOrEqual(0.0502);
-    // Frozen at teardown: the lingering machine does not move it.
+    expect(stopped.cost).toBeCloseTo((0.69 * billedMs) / 3_600_000, 4);
     expect((await getLease(lease.id)).cost).toBe(stopped.cost);
   });
 

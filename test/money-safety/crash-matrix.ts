@@ -88,6 +88,7 @@ async function freshWorld(): Promise<void> {
   await env.DB.batch([
     env.DB.prepare("DELETE FROM lease_billing"),
     env.DB.prepare("DELETE FROM leases"),
+    env.DB.prepare("DELETE FROM lease_creates"),
     env.DB.prepare("DELETE FROM lease_events"),
     env.DB.prepare("DELETE FROM reaper_runs"),
   ]);

@@ -148,7 +148,7 @@ describe.each(Object.keys(subjects))("the Provider contract: %s", (subjectName) 
     if (!result.ok) throw new Error(`rent failed: ${result.error}`);
     return {
       ref: result.ref,
-      hint: { createdAfter, offerId: offer.offer_id, image: spec(label).image, knownRefs: [] },
+      hint: { createdAfter, offerId: offer.offer_id, image: spec(label).image, knownRefs: [], competing: 0 },
     };
   }
 
@@ -179,7 +179,7 @@ describe.each(Object.keys(subjects))("the Provider contract: %s", (subjectName) 
 
     const found = await s.provider.findByLabel(`gl-contract-${subjectName.length}`, hint);
     expect(found?.ref).toBe(ref);
-    const own = await s.provider.listOwn("gl", [ref]);
+    const { machines: own } = await s.provider.listOwn("gl", [ref]);
     expect(own.map((m) => m.ref)).toContain(ref);
 
     await s.provider.terminate(ref);

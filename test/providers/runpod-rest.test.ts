@@ -268,7 +268,7 @@ describe("RunPod REST v2: listing, balance, billing", () => {
     await rentOne(spec({ label: "gl-a" }));
     fake.plantPod({ name: "my-jupyter" });
     fake.plantPod({ name: "glx-other" });
-    const own = await runpod().listOwn("gl", []);
+    const { machines: own } = await runpod().listOwn("gl", []);
     expect(own.map((m) => m.label)).toEqual(["gl-a"]);
   });
 

@@ -352,7 +352,7 @@ describe("vramfarm own machines and account", () => {
     const stranger = fake.plant();
     const stopped = await rented();
     await farm.terminate(stopped);
-    const own = await farm.listOwn("gpulease-", [running, booting, stopped, "424242"]);
+    const { machines: own } = await farm.listOwn("gpulease-", [running, booting, stopped, "424242"]);
     expect(own).toHaveLength(2);
     expect(own.map((m) => [m.ref, m.state, m.label])).toEqual(
       expect.arrayContaining([
@@ -371,11 +371,11 @@ describe("vramfarm own machines and account", () => {
     const running = await rented();
     now += 6 * MINUTE;
     fake.quirks.rejectProvisioningFilter = true;
-    expect((await farm.listOwn("", [running])).map((m) => m.ref)).toEqual([running]);
+    expect((await farm.listOwn("", [running])).machines.map((m) => m.ref)).toEqual([running]);
   });
 
   it("asks nothing when no id is known, and throws when the listing fails", async () => {
-    expect(await farm.listOwn("gpulease-", [])).toEqual([]);
+    expect((await farm.listOwn("gpulease-", [])).machines).toEqual([]);
     expect(fake.requests).toHaveLength(0);
     fake.inject("list", { kind: "malformed" });
     await providerError(farm.listOwn("gpulease-", ["4101"]));
@@ -390,8 +390,13 @@ describe("vramfarm own machines and account", () => {
       offerId: "vramfarm:rtx-4090:1",
       image: "ghcr.io/you/batch:2026-11-12",
       knownRefs: [] as string[],
+      competing: 0,
     };
     expect(await farm.findByLabel("gpulease-lse01", hint)).toMatchObject({ ref, label: null });
+    // Another lease's create with the same card and image is unresolved too: the one match may be theirs.
+    expect((await providerError(farm.findByLabel("gpulease-lse01", { ...hint, competing: 1 }))).message).toMatch(
+      /other lease\(s\) sent the same create/,
+    );
     // Known to the ledger (another lease's), another card, another image, or older than the lease: not ours.
     expect(await farm.findByLabel("gpulease-lse01", { ...hint, knownRefs: [ref] })).toBeNull();
     expect(await farm.findByLabel("gpulease-lse01", { ...hint, offerId: "vramfarm:a100-pcie-80gb:1" })).toBeNull();

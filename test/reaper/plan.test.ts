@@ -16,14 +16,20 @@ function machine(over: Partial<OwnMachine>): OwnMachine {
 const lease = (over: Partial<LeaseRow>): LeaseRow =>
   leaseRow({ id: ID, created_at: ago(30), rented_at: ago(30), running_at: ago(29), ...over });
 
-const diff = (machines: OwnMachine[], leases: LeaseRow[]) =>
+const diff = (
+  machines: OwnMachine[],
+  leases: LeaseRow[],
+  createRecords = new Map<string, { leaseId: string; goneAt: string | null }>(),
+  provider: "runpod" | "vast" = "runpod",
+) =>
   diffListing({
-    provider: "runpod",
+    provider,
     prefix: "gpulease",
     machines,
     leasesById: new Map(leases.map((l) => [l.id, l])),
     leasesByRef: new Map(),
     activeLeases: leases.filter((l) => l.status !== "stopped"),
+    createRecords,
     now,
     graceMs: 15 * 60_000,
   });
@@ -55,12 +61,33 @@ describe("diffListing", () => {
     expect(diff([machine({})], [lease({ status: "stopped", stopped_at: ago(1) })]).actions).toEqual([]);
   });
 
-  it("adopts a second machine under an active lease's label (a late ambiguous create), after the grace period", () => {
+  it("hands a second machine under a lease's label to that lease's keeper, after the grace period", () => {
+    // A late ambiguous create: torn down by the lease's keeper and billed to the lease.
     const actions = diff([machine({}), machine({ ref: "m2" })], [lease({})]).actions;
-    expect(actions).toHaveLength(1);
-    expect(actions[0]).toMatchObject({ kind: "adopt", provider_ref: "m2", machine: { label: `gpulease-${ID}~m2` } });
-    expect(actions[0]?.lease_id).not.toBe(ID);
+    expect(actions).toEqual([expect.objectContaining({ kind: "claim", provider_ref: "m2", lease_id: ID })]);
     expect(diff([machine({}), machine({ ref: "m2", created_at: ago(5) })], [lease({})]).actions).toEqual([]);
+  });
+
+  it("claims a labelled machine at another provider than the lease's, whatever the lease's status", () => {
+    for (const status of ["running", "stopping", "stopped"] as const) {
+      const actions = diff(
+        [machine({ ref: "v9" })],
+        [lease({ status, stopped_at: ago(60) })],
+        undefined,
+        "vast",
+      ).actions;
+      expect(actions.filter((a) => a.kind === "claim")).toEqual([
+        expect.objectContaining({ provider: "vast", provider_ref: "v9", lease_id: ID }),
+      ]);
+    }
+  });
+
+  it("leaves a machine alone that the lease's create records hold and its keeper is tearing down", () => {
+    const held = new Map([["m2", { leaseId: ID, goneAt: null }]]);
+    expect(diff([machine({}), machine({ ref: "m2" })], [lease({})], held).actions).toEqual([]);
+    // Verified gone once, listed alive again past the grace period: handed over again.
+    const gone = new Map([["m2", { leaseId: ID, goneAt: ago(30) }]]);
+    expect(diff([machine({}), machine({ ref: "m2" })], [lease({})], gone).actions).toMatchObject([{ kind: "claim" }]);
   });
 
   it("hands an active lease whose machine is missing to its keeper, and leaves a listed one alone", () => {

@@ -231,32 +231,30 @@ describe("the ledger's side", () => {
     expect(vramfarm.model.state(String(strangers))).not.toBe("gone");
   });
 
-  it("adopts and tears down a second machine under a stopped lease's label, leaving that lease's record alone", async () => {
+  it("hands a second machine under a stopped lease's label to that lease's keeper: torn down, verified, billed to it", async () => {
     const lease = await rentSim();
     await api(`/v1/leases/${lease.id}/stop`, { method: "POST" });
     const stoppedBefore = await driveUntil(lease.id, "stopped");
-    // The same label shows up again (a duplicate from an ambiguous create, say).
+    // The same label shows up again (a machine of an ambiguous create, say).
     const ghost = await sim().plant({ label: lease.label, age_seconds: 3600 });
     clock.advance(GRACE_S + 60);
 
     const run = await reap();
-    const adopt = run.actions.find((a) => a.kind === "adopt" && a.provider_ref === ghost.ref);
-    expect(adopt).toMatchObject({ outcome: "done" });
-    expect(adopt?.lease_id).not.toBe(lease.id);
-    expect(await getLease(lease.id)).toMatchObject({ status: "stopped", provider_ref: stoppedBefore.provider_ref });
-    const stopped = await driveUntil(adopt!.lease_id!, "stopped");
-    expect(stopped).toMatchObject({
-      provider_ref: ghost.ref,
-      stop_reason: "reaper",
-      label: `${lease.label}~${ghost.ref}`,
-    });
+    expect(run.actions).toContainEqual(
+      expect.objectContaining({ kind: "claim", lease_id: lease.id, provider_ref: ghost.ref, outcome: "done" }),
+    );
+    // Its keeper reopened the lease: not stopped while one of its machines runs.
+    expect(await getLease(lease.id)).toMatchObject({ status: "stopping", provider_ref: stoppedBefore.provider_ref });
+    const stopped = await driveUntil(lease.id, "stopped");
+    expect(stopped.provider_ref).toBe(stoppedBefore.provider_ref);
+    expect(stopped.creates).toContainEqual(expect.objectContaining({ provider_ref: ghost.ref, resolution: "machine" }));
     const view = await sim().status(ghost.ref);
     expect(view.ok && view.value).toBeNull();
-    // The next run sees the same duplicate lingering at most, and adopts nothing twice.
+    // The ghost's hour (and more) is on the lease's ledger.
+    expect(stopped.cost - stoppedBefore.cost).toBeGreaterThanOrEqual(stoppedBefore.price_per_hour! - 1e-6);
+    // The next run sees the same machine lingering at most, and hands nothing over twice.
     const again = await reap();
-    expect(
-      again.actions.filter((a) => a.kind === "adopt" && a.outcome === "done" && !a.detail.includes("already")),
-    ).toEqual([]);
+    expect(again.actions.filter((a) => a.kind === "claim" && !a.detail.includes("known"))).toEqual([]);
   });
 
   it("hands an active lease whose machine is not listed to its keeper", async () => {

@@ -1,5 +1,6 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { listCreates } from "../../src/leases/creates";
 import { getLease, toLease } from "../../src/leases/ledger";
 import type { Lease } from "../../src/leases/schema";
 import { api } from "../helpers";
@@ -49,7 +50,7 @@ export async function readLease(leaseId: string): Promise<Lease> {
 export async function ledgerLease(leaseId: string): Promise<Lease> {
   const row = await getLease(env.DB, leaseId);
   if (!row) throw new Error(`no lease ${leaseId} in the ledger`);
-  return toLease(row);
+  return toLease(row, await listCreates(env.DB, leaseId));
 }
 
 export interface DriveOptions {

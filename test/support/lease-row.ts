@@ -49,7 +49,7 @@ export function leaseRow(over: Partial<LeaseRow> = {}): LeaseRow {
     stop_requested_at: null,
     stopped_at: null,
     teardown_verified_at: null,
-    creates: null,
+    strays_cost: 0,
     billing_starts_at: null,
     ...over,
   };

@@ -1,5 +1,11 @@
-import type { LeaseRow } from "../leases/ledger";
+/**
+ * The one pricing module: what a lease may cost at most (the budget's reservation), which
+ * minutes are billed, and what it has cost so far. Used by the rent path, the keeper, spend,
+ * the dashboard and schedules, so a worst case or a cost is computed the same way everywhere.
+ */
 import { ms } from "../lib/time";
+import type { Provider } from "../providers/types";
+import type { LeaseRow } from "./ledger";
 
 const HOUR_MS = 3_600_000;
 
@@ -68,4 +74,59 @@ export function costCapAt(lease: BilledLease, trafficCost: number, eurUsd: numbe
 
 export function roundMoney(amount: number): number {
   return Math.round(amount * 1e6) / 1e6;
+}
+
+/** How an offer's provider bills, for the worst case (from the Provider port). */
+export interface WorstCaseBilling {
+  startsAt: Provider["billingStartsAt"];
+  minimumMinutes: number;
+  startTimeoutMin: number;
+}
+
+/** The minutes the worst case bills: boot time included where billing starts at the accepted rental. */
+export function worstCaseMinutes(billing: WorstCaseBilling, maxMinutes: number): number {
+  return billing.startsAt === "accepted"
+    ? billing.startTimeoutMin + maxMinutes
+    : Math.max(maxMinutes, billing.minimumMinutes);
+}
+
+/**
+ * USD a lease can cost at most at this price: price × (START_TIMEOUT_MIN + max_minutes) where
+ * the provider bills while the machine boots, price × max(max_minutes, minimum) where it bills
+ * from running; `max_cost` when that is smaller.
+ */
+export function worstCaseUsd(
+  offer: { price_per_hour_usd: number },
+  input: { max_minutes: number; max_cost?: number | null | undefined },
+  billing: WorstCaseBilling,
+): number {
+  const byTime = (offer.price_per_hour_usd * worstCaseMinutes(billing, input.max_minutes)) / 60;
+  return Math.round(Math.min(byTime, input.max_cost ?? Number.POSITIVE_INFINITY) * 1e6) / 1e6;
+}
+
+/**
+ * The budget reservation of a rented lease at `pricePerHour` (its currency): recomputed when the
+ * provider's own price becomes known (the create answer, a `price_updated` read).
+ */
+export function reservationUsd(
+  lease: Pick<LeaseRow, "billing_starts_at" | "currency" | "spec" | "max_minutes" | "max_cost">,
+  pricePerHour: number,
+  startTimeoutMin: number,
+  eurUsd: number,
+): number {
+  return worstCaseUsd({ price_per_hour_usd: toUsd(pricePerHour, lease.currency, eurUsd) }, lease, {
+    startsAt: lease.billing_starts_at ?? "accepted",
+    minimumMinutes: lease.spec.min_billed_minutes ?? 0,
+    startTimeoutMin,
+  });
+}
+
+/** What a machine that is not its lease's current one has cost: price × its billed time. */
+export function machineCost(
+  machine: { price_per_hour: number | null; billed_from: string | null; min_billed_minutes: number },
+  until: number,
+): number {
+  if (!machine.price_per_hour || !machine.billed_from) return 0;
+  const billedMs = Math.max(until - ms(machine.billed_from), machine.min_billed_minutes * 60_000, 0);
+  return roundMoney((machine.price_per_hour * billedMs) / HOUR_MS);
 }

@@ -1,0 +1,126 @@
+/**
+ * The keeper's decisions about a lease's create records, with no I/O: which unresolved creates
+ * to look up (only after their timeout: the create may still land), and how to tear down every
+ * machine a create made that is not the lease's current one (terminate, then two "gone" reads
+ * in a row, like the lease's own teardown), with its billed time.
+ */
+import { type CreateRecord, isStray, type StrayPatch } from "../leases/creates";
+import type { LeaseRow, NewEvent } from "../leases/ledger";
+import { machineCost, toUsd } from "../leases/pricing";
+import { iso, ms } from "../lib/time";
+import type { Currency, MachineStatus, ProviderName } from "../providers/types";
+import { type KeeperSettings, reterminateAfterMs } from "./decide";
+
+type Lease = Pick<LeaseRow, "provider" | "provider_ref" | "currency">;
+
+/**
+ * The unresolved creates whose lookup is due, oldest first; `labelled` providers answer one
+ * lookup for all of a lease's creates there, so only the first due create of each is kept.
+ */
+export function lookupsDue(
+  creates: readonly CreateRecord[],
+  now: number,
+  s: Pick<KeeperSettings, "rentWindowMs">,
+  labelled: (provider: ProviderName) => boolean,
+): CreateRecord[] {
+  const due = creates.filter((c) => c.resolution === "unresolved" && now >= ms(c.sent_at) + s.rentWindowMs);
+  const seen = new Set<ProviderName>();
+  return due.filter((c) => {
+    if (!labelled(c.provider)) return true;
+    if (seen.has(c.provider)) return false;
+    seen.add(c.provider);
+    return true;
+  });
+}
+
+/** The lease's other machines still to tear down: not its current one, not verified gone. */
+export const openStrays = (lease: Lease, creates: readonly CreateRecord[]): CreateRecord[] =>
+  creates.filter((c) => isStray(lease, c) && c.gone_at === null);
+
+/** Terminate a stray again? First at once, then at the lease teardown's re-send pace. */
+export function strayTerminateDue(create: CreateRecord, now: number, s: KeeperSettings): boolean {
+  if (create.terminate_sent_at === null) return true;
+  const wait = reterminateAfterMs({ terminatesSent: create.terminates_sent }, s);
+  return now - ms(create.terminate_sent_at) >= wait;
+}
+
+export interface StrayResult {
+  terminate?: { ok: true } | { ok: false; error: string };
+  status?: { ok: true; status: MachineStatus } | { ok: false; error: string };
+}
+
+/** One teardown step of a stray: its new state, cost and what the log says. */
+export function decideStray(
+  create: CreateRecord,
+  result: StrayResult,
+  now: number,
+): { patch: StrayPatch; events: NewEvent[] } {
+  const patch: StrayPatch = {};
+  const events: NewEvent[] = [];
+  const what = `${create.provider} ${create.provider_ref}`;
+  if (result.terminate?.ok) {
+    patch.terminate_sent_at = iso(now);
+    patch.terminates_sent = create.terminates_sent + 1;
+    if (create.terminates_sent === 0)
+      events.push({ kind: "terminate_sent", detail: `${what} (not the lease's machine)` });
+  } else if (result.terminate && create.terminates_sent === 0) {
+    events.push({ kind: "terminate_failed", detail: `${what}: ${result.terminate.error}` });
+  }
+  const read = result.status;
+  if (read?.ok) {
+    const price = read.status.price_per_hour;
+    if (price !== null && price > 0 && (read.status.state === "running" || read.status.state === "booting"))
+      patch.price_per_hour = price;
+  }
+  const gone = read?.ok === true && read.status.state === "gone";
+  const goneReads = gone ? create.gone_reads + 1 : read ? 0 : create.gone_reads;
+  if (goneReads !== create.gone_reads) patch.gone_reads = goneReads;
+  const verified = gone && goneReads >= 2;
+  const cost = machineCost(
+    {
+      price_per_hour: patch.price_per_hour ?? create.price_per_hour,
+      billed_from: create.billed_from ?? create.sent_at,
+      min_billed_minutes: create.offer.min_billed_minutes,
+    },
+    now,
+  );
+  // Billed until verified gone; a read that says gone once does not stop the meter.
+  if (cost > create.cost) patch.cost = cost;
+  if (verified) {
+    patch.gone_at = iso(now);
+    events.push({ kind: "machine_gone", detail: `${what} (not the lease's machine) is verified gone` });
+  }
+  return { patch, events };
+}
+
+/** When the create work next needs the keeper: the next lookup's due time, or soon for an open stray. */
+export function nextCreateWorkAt(
+  lease: Lease,
+  creates: readonly CreateRecord[],
+  now: number,
+  s: KeeperSettings,
+): number | null {
+  const times = creates
+    .filter((c) => c.resolution === "unresolved")
+    .map((c) => Math.max(ms(c.sent_at) + s.rentWindowMs, now + s.verifyIntervalMs));
+  if (openStrays(lease, creates).length > 0) times.push(now + s.verifyIntervalMs);
+  return times.length ? Math.min(...times) : null;
+}
+
+/**
+ * What the lease's other machines cost, in the lease's currency (a stray at another provider
+ * may bill in another currency; `currencyOf` says which).
+ */
+export function straysCostIn(
+  lease: Lease,
+  creates: readonly CreateRecord[],
+  currencyOf: (c: CreateRecord) => Currency,
+  eurUsd: number,
+): number {
+  const target: Currency = lease.currency ?? "USD";
+  const usd = creates
+    .filter((c) => isStray(lease, c))
+    .reduce((sum, c) => sum + toUsd(c.cost, currencyOf(c), eurUsd), 0);
+  const amount = target === "EUR" ? usd / eurUsd : usd;
+  return Math.round(amount * 1e6) / 1e6;
+}

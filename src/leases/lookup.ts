@@ -1,0 +1,53 @@
+import type { Config } from "../config";
+import { iso, ms } from "../lib/time";
+import { scrubError } from "../providers/scrub";
+import type { OwnMachine, Provider } from "../providers/types";
+import { type CreateRecord, competingCreates, knownRefs } from "./creates";
+
+/** Records this long before a create may still name a machine that looks like its own. */
+const KNOWN_REFS_WINDOW_MS = 3_600_000;
+
+export type MachineLookup = { ok: true; machines: OwnMachine[] } | { ok: false; error: string };
+
+/**
+ * The live machines at `provider` that a create of this lease may have made. A labelled provider
+ * lists every machine carrying the lease's label (two creates there make two machines under one
+ * label); a listing cut short proves nothing, so it is a failed lookup. A provider without labels
+ * matches the create's fingerprint (card, count, image, made after it was sent), never a machine
+ * the ledger holds, and refuses while another lease's create could have made the same one.
+ */
+export async function lookupMachines(
+  services: { db: D1Database; config: Config },
+  provider: Provider,
+  lease: { label: string },
+  create: CreateRecord,
+): Promise<MachineLookup> {
+  const { db, config } = services;
+  try {
+    if (provider.labelled) {
+      const listing = await provider.listOwn(config.labelPrefix, []);
+      if (listing.next !== null) return { ok: false, error: "the listing was cut short: not every machine was seen" };
+      return {
+        ok: true,
+        machines: listing.machines.filter((m) => m.label === lease.label && m.state !== "gone"),
+      };
+    }
+    const since = iso(ms(create.sent_at) - KNOWN_REFS_WINDOW_MS);
+    const machine = await provider.findByLabel(lease.label, {
+      createdAfter: create.sent_at,
+      offerId: create.offer_id,
+      image: create.offer.image,
+      knownRefs: await knownRefs(db, provider.name, since),
+      competing: await competingCreates(db, create, since),
+    });
+    return { ok: true, machines: machine && machine.state !== "gone" ? [machine] : [] };
+  } catch (error) {
+    return { ok: false, error: scrubError(config, error) };
+  }
+}
+
+/** When a found machine began to bill: its creation as the provider lists it, else the create's sending. */
+export function billedFromOf(machine: Pick<OwnMachine, "created_at">, create: Pick<CreateRecord, "sent_at">): string {
+  const created = machine.created_at ? Date.parse(machine.created_at) : Number.NaN;
+  return Number.isFinite(created) ? iso(created) : create.sent_at;
+}
