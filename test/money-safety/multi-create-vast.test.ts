@@ -1,0 +1,4 @@
+import { multiCreateMatrix } from "./multi-create-matrix";
+
+// The multi-create matrix (multi-create-matrix.ts) of vast; one file per subject so that vitest runs them side by side.
+multiCreateMatrix("vast");
