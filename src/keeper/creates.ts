@@ -9,7 +9,7 @@ import type { LeaseRow, NewEvent } from "../leases/ledger";
 import { machineCost, toUsd } from "../leases/pricing";
 import { iso, ms } from "../lib/time";
 import type { Currency, MachineStatus, ProviderName } from "../providers/types";
-import { type KeeperSettings, reterminateAfterMs } from "./decide";
+import { CONFIRM_GONE_MS, type KeeperSettings, reterminateAfterMs } from "./decide";
 
 type Lease = Pick<LeaseRow, "provider" | "provider_ref" | "currency">;
 
@@ -84,8 +84,8 @@ export function decideStray(
     },
     now,
   );
-  // Billed until verified gone; a read that says gone once does not stop the meter.
-  if (cost > create.cost) patch.cost = cost;
+  // Billed until the first read that says gone (the machine was gone by then at the latest).
+  if (cost > create.cost && (!gone || create.gone_reads === 0)) patch.cost = cost;
   if (verified) {
     patch.gone_at = iso(now);
     events.push({ kind: "machine_gone", detail: `${what} (not the lease's machine) is verified gone` });
@@ -103,7 +103,8 @@ export function nextCreateWorkAt(
   const times = creates
     .filter((c) => c.resolution === "unresolved")
     .map((c) => Math.max(ms(c.sent_at) + s.rentWindowMs, now + s.verifyIntervalMs));
-  if (openStrays(lease, creates).length > 0) times.push(now + s.verifyIntervalMs);
+  for (const stray of openStrays(lease, creates))
+    times.push(now + (stray.gone_reads > 0 ? CONFIRM_GONE_MS : s.verifyIntervalMs));
   return times.length ? Math.min(...times) : null;
 }
 

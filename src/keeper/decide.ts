@@ -424,14 +424,17 @@ export function decideTeardown(
   // Two "gone" reads in a row: a status that flaps to gone while an ignored terminate leaves the
   // machine running must not end the teardown.
   if (result.status?.ok && !gone) {
-    // Still there: the cost runs on (spend of a stopping lease is this figure, so it never goes down).
-    const cost = currentCost(lease, nextLoop, now);
+    // Still there: the cost runs on (spend of a stopping lease is this figure, so it never goes
+    // down), at the provider's own price when the read reports one.
+    const price = reportedPrice(lease, result.status.status);
+    if (price !== null) patch.price_per_hour = price;
+    const cost = currentCost({ ...lease, price_per_hour: price ?? lease.price_per_hour }, nextLoop, now);
     if (cost !== lease.cost) patch.cost = cost;
     nextLoop.machineGoneAt = null;
   }
   if (gone && nextLoop.goneReads >= 2 && (loop.machineGoneAt ?? null) === null) {
     // Verified gone now: billing ran until this moment.
-    const cost = currentCost(lease, nextLoop, now);
+    const cost = currentCost({ ...lease, price_per_hour: patch.price_per_hour ?? lease.price_per_hour }, nextLoop, now);
     if (cost !== lease.cost) patch.cost = cost;
     nextLoop.machineGoneAt = now;
   }
@@ -465,9 +468,13 @@ export function decideTeardown(
 
   const since = lease.stop_requested_at ? ms(lease.stop_requested_at) : now;
   flagUnverified(lease, nextLoop, patch, events, now - since, s, "the machine is not confirmed gone", "still trying");
-  const pace = nextLoop.unverifiedFlagged ? s.slowVerifyMs : s.verifyIntervalMs;
+  // A first "gone" is confirmed a moment later, not a whole interval: billing runs until it is.
+  const pace = gone ? CONFIRM_GONE_MS : nextLoop.unverifiedFlagged ? s.slowVerifyMs : s.verifyIntervalMs;
   return { patch, events, loop: nextLoop, nextAlarmAt: now + pace, teardownNow: false };
 }
+
+/** The confirming read after a first "gone": a second read, not a second interval. */
+export const CONFIRM_GONE_MS = 1_000;
 
 export function stoppedDecision(loop: LoopState, patch: LeasePatch, events: NewEvent[], now: number): Decision {
   const verified: LeasePatch = { status: "stopped", stopped_at: iso(now), teardown_verified_at: iso(now) };

@@ -168,7 +168,14 @@ export class LeaseKeeper extends DurableObject<Env> {
       stopped_at: null,
       teardown_verified_at: null,
     });
-    if (row) await this.armAt(now);
+    if (row) {
+      // Its machine is not gone after all: torn down (and billed) again.
+      await services.db
+        .prepare("UPDATE lease_creates SET gone_at = NULL WHERE lease_id = ? AND provider = ? AND provider_ref = ?")
+        .bind(leaseId, provider, ref)
+        .run();
+      await this.armAt(now);
+    }
     return { reopened: row !== null };
   }
 
@@ -488,6 +495,18 @@ export class LeaseKeeper extends DurableObject<Env> {
       await this.armAt(now + PROVIDER_MISSING_RETRY_MS);
       return;
     }
+    const { unresolved, strays } = openCreates(lease, creates);
+    const open = unresolved.length + strays.length;
+    if (currentVerifiedGone(lease, creates)) {
+      // Reopened for another of its machines: its own was verified gone before, billed until then.
+      const decision: Decision =
+        open === 0
+          ? stoppedDecision(loop, {}, [{ kind: "stopped", detail: "every machine of this lease is verified gone" }], now)
+          : { patch: {}, events: [], loop, nextAlarmAt: now + s.verifyIntervalMs, teardownNow: false };
+      if ((await this.apply(services, lease, decision, now)) && decision.nextAlarmAt !== null)
+        await this.armAt(earliest(decision.nextAlarmAt, createWorkAt));
+      return;
+    }
     const plan = planTeardown(lease, loop, now, s);
     const result: TeardownResult = {};
     const ref = lease.provider_ref;
@@ -509,8 +528,7 @@ export class LeaseKeeper extends DurableObject<Env> {
         result.status = { ok: false, error: this.safeMessage(services, error) };
       }
     }
-    const { unresolved, strays } = openCreates(lease, creates);
-    const decision = decideTeardown(lease, loop, result, now, s, unresolved.length + strays.length);
+    const decision = decideTeardown(lease, loop, result, now, s, open);
     const updated = await this.apply(services, lease, decision, now);
     if (!updated) {
       await this.armAt(now + 1000);
@@ -600,6 +618,13 @@ export class LeaseKeeper extends DurableObject<Env> {
   private safeMessage(services: Services, error: unknown): string {
     return scrubError(services.config, error);
   }
+}
+
+/** The lease's own machine has a create record that says it was verified gone. */
+function currentVerifiedGone(lease: LeaseRow, creates: readonly CreateRecord[]): boolean {
+  return creates.some(
+    (c) => c.provider === lease.provider && c.provider_ref === lease.provider_ref && c.gone_at !== null,
+  );
 }
 
 function settings(services: Services) {

@@ -106,7 +106,7 @@ export function settleRental(
   const machine = currentCandidate(creates);
   const died = end.kind === "timed_out" && lease.status === "provisioning";
   if (machine) {
-    const patch = machinePatch(lease, machine, creates, s);
+    const patch = machinePatch(lease, machine, creates, s, lease.status === "provisioning" && !died);
     const events: NewEvent[] = [
       lease.status === "provisioning" && !died
         ? { kind: "rented", detail: `${machine.offer_id} as ${machine.provider_ref}` }
@@ -188,13 +188,17 @@ function machinePatch(
   create: CreateRecord,
   creates: readonly CreateRecord[],
   s: SettleSettings,
+  willRun: boolean,
 ): LeasePatch {
   const offer = create.offer;
+  // A machine found for a lease that is being torn down never gets a running_at: it is billed
+  // from its creation, whatever its provider's billing start (the larger, safe figure).
+  const billingStartsAt = willRun ? offer.billing_starts_at : "accepted";
   const price = create.price_per_hour ?? offer.price_per_hour;
   const rented = {
     ...lease,
     currency: offer.currency,
-    billing_starts_at: offer.billing_starts_at,
+    billing_starts_at: billingStartsAt,
     spec: { ...lease.spec, min_billed_minutes: offer.min_billed_minutes },
   };
   return {
@@ -208,7 +212,7 @@ function machinePatch(
     currency: offer.currency,
     spec: rented.spec,
     expected_cost: price === null ? lease.expected_cost : reservationUsd(rented, price, s.startTimeoutMin, s.eurUsd),
-    billing_starts_at: offer.billing_starts_at,
+    billing_starts_at: billingStartsAt,
     rented_at: create.billed_from ?? create.resolved_at ?? create.sent_at,
     attempts: creates.length > 1 ? JSON.stringify(attemptsOf(creates)) : null,
   };

@@ -322,7 +322,8 @@ describe("stopping", () => {
     expect(unknown.patch.status).toBeUndefined();
     const noRead = decideTeardown(stopping, loop(), { terminate: { ok: true } }, at(1005), settings);
     expect(noRead.patch.status).toBeUndefined();
-    // One "gone" read is not enough (a flapping status); the next read, a verify interval later, confirms.
+    // One "gone" read is not enough (a flapping status); a second read a moment later confirms
+    // (a moment, not an interval: the teardown is billed until it verifies).
     const first = decideTeardown(
       stopping,
       loop(),
@@ -331,12 +332,12 @@ describe("stopping", () => {
       settings,
     );
     expect(first.patch.status).toBeUndefined();
-    expect(first.nextAlarmAt).toBe(at(1015));
+    expect(first.nextAlarmAt).toBe(at(1011));
     const flapped = decideTeardown(
       stopping,
       first.loop,
       { status: { ok: true, status: status("running") } },
-      at(1015),
+      at(1011),
       settings,
     );
     expect(flapped.patch.status).toBeUndefined();

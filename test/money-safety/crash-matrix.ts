@@ -57,7 +57,11 @@ function install(): void {
 async function aliveMachines(): Promise<string[]> {
   const alive: string[] = [];
   for (const [name, fake] of Object.entries(fakes ?? {})) {
-    for (const m of fake.model.list()) alive.push(`${name} ${m.id} (${m.label ?? "no label"})`);
+    for (const m of fake.model.list()) {
+      // A terminated RunPod pod lingers reading TERMINATED, billed no more (cost 0.0): not alive.
+      if (name === "runpod" && fake.model.state(m.id) === "terminating") continue;
+      alive.push(`${name} ${m.id} (${m.label ?? "no label"})`);
+    }
   }
   for (const m of await simCloud(env.SIM_CLOUD)
     .describe()

@@ -155,13 +155,15 @@ function goneAt(m: ModelMachine): number | null {
 
 /**
  * What a fake billed for one machine, in USD. RunPod and Vast.ai bill from the accepted create
- * (the image pull included) until the machine is gone, at its own price (Vast's dph_total holds
+ * (the image pull included) until the terminate (RunPod) or until the machine is gone (Vast.ai), at its own price (Vast's dph_total holds
  * the disk); VRAMfarm bills its own `cost_eur`: per started minute from running, at least 15
  * minutes, provisioning free.
  */
 function billedUsd(w: World, provider: FaultyProvider, m: ModelMachine, now: number, eurUsd: number): number {
   if (provider === "vramfarm") return w.vramfarm.costEur(m) * eurUsd;
-  const until = goneAt(m) ?? now;
+  // RunPod stops billing at the accepted terminate: its pod then reads TERMINATED with `cost`
+  // 0.0 while it lingers (the fake's own /v2/billing/pods bills the same way).
+  const until = provider === "runpod" ? (m.terminateRequestedAt ?? now) : (goneAt(m) ?? now);
   return (m.pricePerHour * Math.max(0, until - m.createdAt)) / HOUR_MS;
 }
 
