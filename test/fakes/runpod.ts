@@ -88,6 +88,13 @@ export interface RunpodQuirks {
   restEmptyRuntime: boolean;
   /** REST v2: what `/v2/billing/pods` bills, as a multiple of price x hours (1 = the ledger's own figure) */
   billingFactor: number;
+  /**
+   * REST v2: pods per `GET /v2/pods` page at most, whatever `limit` asks (the server's own cap).
+   * Small by default, so every suite that lists crosses pages (docs/providers.md#runpod-rest-pages).
+   */
+  podsPageSize: number;
+  /** REST v2: a listing `cursor` older than this is refused like an unknown one; null: never expires */
+  podsCursorTtlMs: number | null;
 }
 
 export const defaultRunpodQuirks = (): RunpodQuirks => ({
@@ -111,6 +118,8 @@ export const defaultRunpodQuirks = (): RunpodQuirks => ({
   listingLagMs: 0,
   restEmptyRuntime: false,
   billingFactor: 1,
+  podsPageSize: 2,
+  podsCursorTtlMs: null,
 });
 
 export interface FakeGpuType {

@@ -303,6 +303,19 @@ describe("RunPod REST v2: listing, balance, billing", () => {
   });
 });
 
+describe("RunPod REST v2: paged listings (docs/providers.md#runpod-rest-pages)", () => {
+  /** `count` pods that are not ours, planted before anything the test rents: they fill the first pages. */
+  const strangers = (count: number) => {
+    for (let i = 0; i < count; i++) fake.plantPod({ name: `someone-else-${i}` });
+  };
+
+  it("findByLabel finds a pod that is listed only on a later page", async () => {
+    strangers(4);
+    const ref = await rentOne();
+    expect(await runpod().findByLabel("gl-ollama-0001")).toMatchObject({ ref, label: "gl-ollama-0001" });
+  });
+});
+
 describe("the fake speaks REST v2 as RunPod's OpenAPI document describes it", () => {
   const get = async (path: string) =>
     fetch(`http://runpod.fake${path}`, { headers: { Authorization: `Bearer ${RUNPOD_FAKE_KEY}`, "User-Agent": "t" } });
