@@ -96,7 +96,7 @@ export function createSimProvider(options: SimOptions): Provider {
     },
 
     async listOwn(prefix) {
-      return (await listing()).filter((m) => m.label?.startsWith(prefix)).map(ownMachine);
+      return { machines: (await listing()).filter((m) => m.label?.startsWith(prefix)).map(ownMachine), next: null };
     },
 
     async balance() {

@@ -103,6 +103,12 @@ export interface OwnMachine {
   price_per_hour: number | null;
 }
 
+/** One pass over a provider's own machines. `next`: where a listing cut short by the page bound goes on (null: it reached the end). */
+export interface OwnListing {
+  machines: OwnMachine[];
+  next: string | null;
+}
+
 /** What a create looked like, for providers that cannot look a machine up by its label. */
 export interface LookupHint {
   /** the lease's creation: the machine cannot be older */
@@ -152,10 +158,13 @@ export interface Provider {
    */
   findByLabel(label: string, hint?: LookupHint): Promise<OwnMachine | null>;
   /**
-   * Own machines, paged to the end: those whose label starts with `prefix`; for a provider
-   * without labels, the ones among `knownRefs`. Throws when any page fails or does not parse.
+   * Own machines: those whose label starts with `prefix`; for a provider without labels, the
+   * ones among `knownRefs`. Paged up to the adapter's bound on pages per call, from the first
+   * page or from `from` (an earlier listing's `next`); `next` is null once the last page was
+   * read. Throws when any page fails or does not parse, and CursorRefusedError when the provider
+   * no longer accepts `from`.
    */
-  listOwn(prefix: string, knownRefs: string[]): Promise<OwnMachine[]>;
+  listOwn(prefix: string, knownRefs: string[], from?: string | null): Promise<OwnListing>;
   balance(): Promise<Balance>;
   /**
    * Provider-specific limits on what a machine may be given (env value or args length, ...):

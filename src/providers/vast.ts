@@ -6,6 +6,7 @@ import type {
   MachineSpec,
   MachineStatus,
   OfferQuery,
+  OwnListing,
   OwnMachine,
   Provider,
   ProviderOffer,
@@ -290,10 +291,11 @@ export function createVastProvider(options: VastOptions): Provider {
       return match ? toOwn(match) : null;
     },
 
-    async listOwn(prefix: string, _knownRefs: string[]): Promise<OwnMachine[]> {
+    async listOwn(prefix: string, _knownRefs: string[]): Promise<OwnListing> {
       // select_filters has no prefix operator: page through everything and match here.
       const instances = await listAll(null);
-      return instances.filter((instance) => instance.label?.startsWith(prefix) === true).map(toOwn);
+      const machines = instances.filter((instance) => instance.label?.startsWith(prefix) === true).map(toOwn);
+      return { machines, next: null };
     },
 
     async balance(): Promise<Balance> {

@@ -5,6 +5,7 @@ import type {
   MachineSpec,
   MachineStatus,
   OfferQuery,
+  OwnListing,
   OwnMachine,
   Provider,
   ProviderOffer,
@@ -299,10 +300,10 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
     },
 
     /** Only servers whose id gpulease recorded: an unknown id may be the user's own batch job. */
-    async listOwn(_prefix: string, knownRefs: string[]): Promise<OwnMachine[]> {
+    async listOwn(_prefix: string, knownRefs: string[]): Promise<OwnListing> {
       const known = new Set(knownRefs);
-      if (known.size === 0) return [];
-      return (await listLive())
+      if (known.size === 0) return { machines: [], next: null };
+      const machines = (await listLive())
         .filter((instance) => known.has(String(instance.id)))
         .map((instance) => ({
           ref: String(instance.id),
@@ -311,6 +312,7 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
           created_at: instance.created_at ?? null,
           price_per_hour: instance.price ?? null,
         }));
+      return { machines, next: null };
     },
 
     async balance(): Promise<Balance> {

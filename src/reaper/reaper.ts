@@ -6,8 +6,9 @@ import type { LeaseRow } from "../leases/ledger";
 import { iso } from "../lib/time";
 import type { Provider, ProviderName } from "../providers/types";
 import type { Services } from "../services";
+import { cursorStatements, loadCursors } from "./cursors";
 import { mapLimit, stopViaKeeper } from "./keepers";
-import { type Listing, listOwnMachines, safeMessage } from "./listings";
+import { type Listing, listOwnMachines, pagingOf, safeMessage } from "./listings";
 import { diffListing, leaseIdFromLabel, overdue, type PlannedAction } from "./plan";
 import { type ReaperAction, type ReaperProvider, type ReaperRun, recordRunStatements } from "./runs";
 import {
@@ -33,7 +34,8 @@ export async function runReaper(services: Services): Promise<ReaperRun> {
   const now = services.clock();
   const { db, config } = services;
   const ledger = await loadLedgerView(db, now, unlabelledProviders(services));
-  const listings = await listOwnMachines(services, knownRefLists(ledger));
+  // A listing cut short by a page bound in an earlier run goes on where it stopped.
+  const listings = await listOwnMachines(services, knownRefLists(ledger), await loadCursors(db));
   const leasesById = await leasesNamedBy(services, listings, ledger);
 
   const providers: ReaperProvider[] = [];
@@ -49,7 +51,8 @@ export async function runReaper(services: Services): Promise<ReaperRun> {
       machines: listing.machines,
       leasesById,
       leasesByRef: refsOf(listing.provider, leasesById),
-      activeLeases: ledger.active,
+      // Absence is evidence only in a listing that ran from page 1 to the end in this run.
+      activeLeases: listing.complete ? ledger.active : [],
       now,
       graceMs: config.reaperGraceMin * 60_000,
     });
@@ -58,6 +61,7 @@ export async function runReaper(services: Services): Promise<ReaperRun> {
       listed: listing.machines.length,
       ignored: diff.ignored,
       error: null,
+      ...pagingOf(listing),
     });
     planned.push(...diff.actions);
   }
@@ -91,7 +95,7 @@ export async function runReaper(services: Services): Promise<ReaperRun> {
     mode === "enforce"
       ? actions.flatMap((a) => eventStatements(db, a.lease_id, iso(now), `reaper_${a.kind}`, outcomeText(a)))
       : [];
-  await db.batch([...events, ...recordRunStatements(db, run, now)]);
+  await db.batch([...events, ...recordRunStatements(db, run, now), ...cursorStatements(db, listings, iso(now))]);
   return run;
 }
 

@@ -90,7 +90,8 @@ export interface RunpodQuirks {
   billingFactor: number;
   /**
    * REST v2: pods per `GET /v2/pods` page at most, whatever `limit` asks (the server's own cap).
-   * Small by default, so every suite that lists crosses pages (docs/providers.md#runpod-rest-pages).
+   * 1 by default, so every suite that lists two pods crosses a page (docs/providers.md#runpod-rest-pages);
+   * a suite with more pods than the adapter's POD_PAGES_PER_CALL raises it.
    */
   podsPageSize: number;
   /** REST v2: a listing `cursor` older than this is refused like an unknown one; null: never expires */
@@ -118,7 +119,7 @@ export const defaultRunpodQuirks = (): RunpodQuirks => ({
   listingLagMs: 0,
   restEmptyRuntime: false,
   billingFactor: 1,
-  podsPageSize: 2,
+  podsPageSize: 1,
   podsCursorTtlMs: null,
 });
 

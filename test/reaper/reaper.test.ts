@@ -122,21 +122,6 @@ describe("orphans", () => {
     expect((await api(`/v1/leases/${youngOrphanId}`)).status).toBe(404);
   });
 
-  it("finds a RunPod orphan that is listed only on a later page, in one run", async () => {
-    for (let i = 0; i < 3 * runpod.quirks.podsPageSize; i++) runpod.plantPod({ name: `someone-else-${i}` });
-    const orphanId = newId("lse");
-    const orphan = runpod.plantPod({ name: label(orphanId) });
-    clock.advance(GRACE_S + 60);
-
-    const run = await reap();
-    expect(run.providers).toContainEqual(expect.objectContaining({ provider: "runpod", listed: 1, error: null }));
-    expect(run.actions).toContainEqual(
-      expect.objectContaining({ kind: "adopt", provider: "runpod", provider_ref: orphan, lease_id: orphanId }),
-    );
-    await driveUntil(orphanId, "stopped");
-    expect(runpodPodGone(orphan)).toBe(true);
-  });
-
   it("kills nothing at a provider whose listing fails, and still reaps the others", async () => {
     const podOrphanId = newId("lse");
     const vastOrphanId = newId("lse");
