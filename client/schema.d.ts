@@ -447,6 +447,10 @@ export interface components {
       ignored?: number;
       /** @description why the listing failed: this provider was skipped, nothing concluded */
       error: string | null;
+      /** @description false: the listing did not run from the first page to the last in this run (it began at the cursor an earlier run stopped at, or stopped at the page bound); no machine is concluded missing from it */
+      complete?: boolean;
+      /** @description how the listing began or ended when it was not page 1 to the end */
+      note?: string;
     };
     ReaperAction: {
       /** @enum {string} */
@@ -469,7 +473,7 @@ export interface components {
       leases: number;
       /** @description machines with our label prefix found at the providers, all now torn down with verification */
       machines: number;
-      /** @description providers whose listing failed: call again, their machines were not found this time */
+      /** @description providers whose listing failed, or stopped at its page bound: call again, some of their machines were not found this time */
       errors: ({
           /** @enum {string} */
           provider: "runpod" | "vast" | "vramfarm" | "sim";

@@ -501,7 +501,12 @@ export class LeaseKeeper extends DurableObject<Env> {
       // Reopened for another of its machines: its own was verified gone before, billed until then.
       const decision: Decision =
         open === 0
-          ? stoppedDecision(loop, {}, [{ kind: "stopped", detail: "every machine of this lease is verified gone" }], now)
+          ? stoppedDecision(
+              loop,
+              {},
+              [{ kind: "stopped", detail: "every machine of this lease is verified gone" }],
+              now,
+            )
           : { patch: {}, events: [], loop, nextAlarmAt: now + s.verifyIntervalMs, teardownNow: false };
       if ((await this.apply(services, lease, decision, now)) && decision.nextAlarmAt !== null)
         await this.armAt(earliest(decision.nextAlarmAt, createWorkAt));

@@ -26,6 +26,14 @@ export class ProviderError extends Error {
   }
 }
 
+/** A listing cursor the provider no longer accepts (expired or unknown): list again from the first page. */
+export class CursorRefusedError extends ProviderError {
+  constructor(provider: ProviderName, message: string, status: number | null) {
+    super(provider, "api", message, status);
+    this.name = "CursorRefusedError";
+  }
+}
+
 export interface HttpClientOptions {
   provider: ProviderName;
   /** Sent as `Authorization: Bearer <key>`; never put in a URL. */

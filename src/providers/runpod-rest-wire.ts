@@ -71,7 +71,16 @@ export const RestPodSchema = z
   .loose();
 export type RestPod = z.infer<typeof RestPodSchema>;
 
-export const PodListSchema = z.object({ pods: z.array(RestPodSchema) }).loose();
+/**
+ * `GET /v2/pods` is paged (runpodctl `internal/api/pods_v2.go` `podV2Pagination`): another page
+ * only while `hasNextPage`, asked for with `cursor=<nextCursor>`. The kept document (2.0.0) has no
+ * `pagination` yet; absent, the page is the last (what runpodctl's Go zero value reads too).
+ */
+const PodPaginationSchema = z.object({ nextCursor: z.string().nullish(), hasNextPage: z.boolean().nullish() }).loose();
+
+export const PodListSchema = z
+  .object({ pods: z.array(RestPodSchema), pagination: PodPaginationSchema.nullish() })
+  .loose();
 
 export const BillingRecordSchema = z
   .object({

@@ -1,5 +1,5 @@
 import { gpuSpecFor } from "./gpus";
-import { HttpClient, type HttpResponse, ProviderError } from "./http";
+import { CursorRefusedError, HttpClient, type HttpResponse, ProviderError } from "./http";
 import { OLLAMA_PORT, ollamaAnswers } from "./ollama";
 import {
   clouds,
@@ -31,6 +31,7 @@ import type {
   MachineState,
   MachineStatus,
   OfferQuery,
+  OwnListing,
   OwnMachine,
   Provider,
   ProviderOffer,
@@ -53,6 +54,19 @@ export interface RunpodRestOptions {
 }
 
 const STOCKED = new Set(["LOW", "MEDIUM", "HIGH"]);
+
+/** Pods asked for per page: what runpodctl's ListPodsV2 asks. RunPod may answer fewer. */
+const POD_PAGE_LIMIT = 1000;
+
+/**
+ * Pages one pod listing reads per call at most (docs/providers.md#runpod-rest-pages): bounds the
+ * subrequests and the time of one reaper run or label lookup. listOwn hands back the cursor where
+ * it stopped; findByLabel throws, since a lookup that saw part of the account proves nothing.
+ */
+export const POD_PAGES_PER_CALL = 10;
+
+/** What a refused listing cursor (expired, unknown) can come back as, with RunPod's problem body. */
+const CURSOR_REFUSALS = new Set([400, 404, 410, 422]);
 
 /**
  * RunPod over REST v2 (docs/providers.md#runpod-rest-v2): catalogue stock per cloud and GPU
@@ -238,13 +252,36 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
   }
 
   /**
-   * Every pod of the account: no pagination and no name filter in v2. A pod created seconds ago
-   * may be missing (listing lag): callers reconciling an ambiguous create look again later.
+   * The account's pods page by page, as runpodctl's ListPodsV2 reads them: `limit`, then
+   * `cursor=<nextCursor>` while `hasNextPage`; no name filter in v2. At most POD_PAGES_PER_CALL
+   * pages: `next` is where a listing cut short goes on. A pod created seconds ago may be missing
+   * (listing lag): callers reconciling an ambiguous create look again later.
    */
-  async function allPods(): Promise<RestPod[]> {
-    const response = await http.send({ method: "GET", url: url("/v2/pods") });
-    expect(response, 200, "list pods");
-    return http.parse(response, PodListSchema, "list pods").pods;
+  async function podPages(from: string | null): Promise<{ pods: RestPod[]; next: string | null }> {
+    const pods: RestPod[] = [];
+    const seen = new Set(from === null ? [] : [from]);
+    let cursor = from;
+    for (let page = 0; page < POD_PAGES_PER_CALL; page++) {
+      const query = new URLSearchParams({ limit: String(POD_PAGE_LIMIT) });
+      if (cursor !== null) query.set("cursor", cursor);
+      const response = await http.send({ method: "GET", url: url(`/v2/pods?${query}`) });
+      const refusal = cursor !== null && CURSOR_REFUSALS.has(response.status) ? problem(response) : null;
+      if (refusal) {
+        const message = `list pods: the cursor was refused: HTTP ${response.status}: ${refusal.detail}`;
+        throw new CursorRefusedError("runpod", http.scrub(message), response.status);
+      }
+      expect(response, 200, "list pods");
+      const body = http.parse(response, PodListSchema, "list pods");
+      pods.push(...body.pods);
+      if (!body.pagination?.hasNextPage) return { pods, next: null };
+      const next = body.pagination.nextCursor;
+      // runpodctl stops with an error here too: another page that cannot be asked for.
+      if (!next) throw http.error("parse", "list pods: hasNextPage without a nextCursor");
+      if (seen.has(next)) throw http.error("api", "list pods: nextCursor repeats; paging would never end");
+      seen.add(next);
+      cursor = next;
+    }
+    return { pods, next: cursor };
   }
 
   const ownMachine = (pod: RestPod): OwnMachine => ({
@@ -256,13 +293,18 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
   });
 
   async function findByLabel(label: string): Promise<OwnMachine | null> {
+    const { pods, next } = await podPages(null);
+    // "Not found" from part of the account would read as "no pod was made" and leak one that bills.
+    if (next !== null)
+      throw http.error("api", `list pods: more than ${POD_PAGES_PER_CALL} pages; the label lookup saw only part`);
     // RunPod does not enforce unique names: prefer a pod that still exists.
-    const matches = (await allPods()).filter((pod) => pod.name === label).map(ownMachine);
+    const matches = pods.filter((pod) => pod.name === label).map(ownMachine);
     return matches.find((m) => m.state !== "gone") ?? matches[0] ?? null;
   }
 
-  async function listOwn(prefix: string): Promise<OwnMachine[]> {
-    return (await allPods()).filter((pod) => pod.name?.startsWith(`${prefix}-`)).map(ownMachine);
+  async function listOwn(prefix: string, from: string | null): Promise<OwnListing> {
+    const { pods, next } = await podPages(from);
+    return { machines: pods.filter((pod) => pod.name?.startsWith(`${prefix}-`)).map(ownMachine), next };
   }
 
   async function billedDays(ref: string, from: string, to: string): Promise<BilledDay[]> {
@@ -294,7 +336,7 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
     status,
     terminate,
     findByLabel,
-    listOwn: async (prefix) => ({ machines: await listOwn(prefix), next: null }),
+    listOwn: (prefix, _knownRefs, from) => listOwn(prefix, from ?? null),
     balance: options.balance,
     billedDays,
     // The proxy answers 502 until Ollama listens, and a RUNNING pod may not be ready for minutes.

@@ -31,6 +31,7 @@ import type {
   MachineState,
   MachineStatus,
   OfferQuery,
+  OwnListing,
   OwnMachine,
   Provider,
   ProviderOffer,
@@ -319,8 +320,10 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
     return matches.find((m) => m.state !== "gone") ?? matches[0] ?? null;
   }
 
-  async function listOwn(prefix: string): Promise<OwnMachine[]> {
-    return (await myPods()).filter((pod) => pod.name?.startsWith(`${prefix}-`)).map(ownMachine);
+  /** `myself { pods }` takes no paging arguments (runpodctl `api/pod.go` myPods): one read is the whole account. */
+  async function listOwn(prefix: string): Promise<OwnListing> {
+    const machines = (await myPods()).filter((pod) => pod.name?.startsWith(`${prefix}-`)).map(ownMachine);
+    return { machines, next: null };
   }
 
   async function balance(): Promise<Balance> {
@@ -346,7 +349,7 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
     status,
     terminate,
     findByLabel,
-    listOwn: async (prefix) => ({ machines: await listOwn(prefix), next: null }),
+    listOwn: (prefix) => listOwn(prefix),
     balance,
     ollamaReady: (ref) => ollamaReady(ref),
   };

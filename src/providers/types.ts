@@ -160,9 +160,11 @@ export interface Provider {
    */
   findByLabel(label: string, hint?: LookupHint): Promise<OwnMachine | null>;
   /**
-   * Own machines: those whose label starts with `prefix`; for a provider without labels, the ones
-   * among `knownRefs`. Throws when any page fails or does not parse. `from`: where a listing cut
-   * short by the page bound goes on.
+   * Own machines: those whose label starts with `prefix`; for a provider without labels, the
+   * ones among `knownRefs`. Paged up to the adapter's bound on pages per call, from the first
+   * page or from `from` (an earlier listing's `next`); `next` is null once the last page was
+   * read. Throws when any page fails or does not parse, and CursorRefusedError when the provider
+   * no longer accepts `from`.
    */
   listOwn(prefix: string, knownRefs: string[], from?: string | null): Promise<OwnListing>;
   balance(): Promise<Balance>;

@@ -294,10 +294,8 @@ export function createVastProvider(options: VastOptions): Provider {
     async listOwn(prefix: string, _knownRefs: string[]): Promise<OwnListing> {
       // select_filters has no prefix operator: page through everything and match here.
       const instances = await listAll(null);
-      return {
-        machines: instances.filter((instance) => instance.label?.startsWith(prefix) === true).map(toOwn),
-        next: null,
-      };
+      const machines = instances.filter((instance) => instance.label?.startsWith(prefix) === true).map(toOwn);
+      return { machines, next: null };
     },
 
     async balance(): Promise<Balance> {

@@ -1,23 +1,41 @@
 import { withTimeout } from "../lib/timeout";
+import { CursorRefusedError } from "../providers/http";
 import { scrubError } from "../providers/scrub";
-import type { OwnMachine, Provider, ProviderName } from "../providers/types";
+import type { OwnListing, OwnMachine, Provider, ProviderName } from "../providers/types";
 import type { Services } from "../services";
+import type { ReaperProvider } from "./runs";
 
 /** One provider's paged own-machine listing gets this long in total. */
 const LISTING_TIMEOUT_MS = 25_000;
 
 export type Listing =
-  | { provider: Provider; ok: true; machines: OwnMachine[] }
+  | {
+      provider: Provider;
+      ok: true;
+      machines: OwnMachine[];
+      /**
+       * Read from the first page to the last in this run. Only a complete listing is evidence
+       * that a machine missing from it is gone; an incomplete one proves only what it shows.
+       */
+      complete: boolean;
+      /** where a listing cut short by the adapter's page bound goes on; null: it reached the end */
+      next: string | null;
+      /** how the listing began or ended when it was not page 1 to the end, for the run's record */
+      note: string | null;
+    }
   | { provider: Provider; ok: false; error: string };
 
 /**
- * Every configured provider's own machines, listed concurrently: one listOwn per provider
- * (the adapter pages to the end), so provider calls never grow with the ledger. A provider
- * that fails, times out or answers something unparseable is reported, never read as "none".
+ * Every configured provider's own machines, listed concurrently: one listOwn per provider (the
+ * adapter pages up to its bound), so provider calls never grow with the ledger. A provider that
+ * fails, times out or answers something unparseable is reported, never read as "none".
+ * `resumeFrom`: per provider, the cursor an earlier run's listing stopped at; a cursor the
+ * provider refuses is dropped and that provider listed again from page 1.
  */
 export async function listOwnMachines(
   services: Services,
   knownRefs: Partial<Record<ProviderName, string[]>>,
+  resumeFrom: ReadonlyMap<ProviderName, string> = new Map(),
 ): Promise<Listing[]> {
   let providers: Provider[];
   try {
@@ -29,17 +47,53 @@ export async function listOwnMachines(
   return Promise.all(
     providers.map(async (provider): Promise<Listing> => {
       try {
-        const { machines } = await withTimeout(
-          () => provider.listOwn(services.config.labelPrefix, knownRefs[provider.name] ?? []),
+        return await withTimeout(
+          () => listOne(services, provider, knownRefs[provider.name] ?? [], resumeFrom.get(provider.name) ?? null),
           LISTING_TIMEOUT_MS,
           () => new Error(`listing took longer than ${LISTING_TIMEOUT_MS / 1000} s`),
         );
-        return { provider, ok: true, machines };
       } catch (error) {
         return { provider, ok: false, error: safeMessage(services, error) };
       }
     }),
   );
+}
+
+async function listOne(
+  services: Services,
+  provider: Provider,
+  knownRefs: string[],
+  from: string | null,
+): Promise<Listing> {
+  const list = (at: string | null): Promise<OwnListing> => provider.listOwn(services.config.labelPrefix, knownRefs, at);
+  let listing: OwnListing;
+  let refused: string | null = null;
+  try {
+    listing = await list(from);
+  } catch (error) {
+    if (from === null || !(error instanceof CursorRefusedError)) throw error;
+    refused = safeMessage(services, error);
+    listing = await list(null);
+  }
+  const fromFirstPage = from === null || refused !== null;
+  const notes = [
+    refused !== null ? `the saved cursor was refused (${refused}): listed again from page 1` : null,
+    !fromFirstPage ? "began at the cursor an earlier run stopped at" : null,
+    listing.next !== null ? "stopped at the page bound: the next run goes on from there" : null,
+  ].filter((note) => note !== null);
+  return {
+    provider,
+    ok: true,
+    machines: listing.machines,
+    complete: fromFirstPage && listing.next === null,
+    next: listing.next,
+    note: notes.length > 0 ? notes.join("; ") : null,
+  };
+}
+
+/** A listing's paging as the run records it: `complete`, and a note when it was not page 1 to the end. */
+export function pagingOf(listing: Extract<Listing, { ok: true }>): Pick<ReaperProvider, "complete" | "note"> {
+  return { complete: listing.complete, ...(listing.note !== null ? { note: listing.note } : {}) };
 }
 
 export function safeMessage(services: Services, error: unknown): string {

@@ -44,7 +44,10 @@ export interface ListingDiffInput {
   leasesById: ReadonlyMap<string, LeaseRow>;
   /** this provider's ledger rows by provider_ref (VRAMfarm machines carry no label) */
   leasesByRef: ReadonlyMap<string, LeaseRow>;
-  /** this provider's active leases that have a machine */
+  /**
+   * this provider's active leases that have a machine, to find those missing from the listing:
+   * empty for a listing that did not run from page 1 to the end (it proves only what it shows)
+   */
   activeLeases: readonly LeaseRow[];
   /** this provider's machines that create records hold: ref → the lease and whether verified gone */
   createRecords: ReadonlyMap<string, { leaseId: string; goneAt: string | null }>;

@@ -6,8 +6,9 @@ import { billedFromOf } from "../leases/lookup";
 import { iso } from "../lib/time";
 import type { OwnMachine, Provider, ProviderName } from "../providers/types";
 import type { Services } from "../services";
+import { cursorStatements } from "./cursors";
 import { mapLimit, stopViaKeeper } from "./keepers";
-import { type Listing, listOwnMachines, safeMessage } from "./listings";
+import { type Listing, listOwnMachines, pagingOf, safeMessage } from "./listings";
 import { diffListing, leaseIdFromLabel, overdue, type PlannedAction } from "./plan";
 import { type ReaperAction, type ReaperProvider, type ReaperRun, recordRunStatements } from "./runs";
 import {
@@ -16,9 +17,8 @@ import {
   eventStatements,
   knownRefLists,
   type LedgerView,
-  loadCreateRecordRefs,
-  loadLeasesByIds,
   loadLedgerView,
+  loadRowsAndRecords,
 } from "./store";
 
 /** The keeper gets this long past a cap before the reaper stops the lease itself. */
@@ -34,9 +34,9 @@ export async function runReaper(services: Services): Promise<ReaperRun> {
   const now = services.clock();
   const { db, config } = services;
   const ledger = await loadLedgerView(db, now, unlabelledProviders(services));
-  const listings = await listOwnMachines(services, knownRefLists(ledger));
-  const leasesById = await leasesNamedBy(services, listings, ledger);
-  const records = await loadCreateRecordRefs(db, [...leasesById.keys()]);
+  // A listing cut short by a page bound in an earlier run goes on where it stopped.
+  const listings = await listOwnMachines(services, knownRefLists(ledger), ledger.cursors);
+  const { leasesById, records } = await leasesNamedBy(services, listings, ledger);
 
   const providers: ReaperProvider[] = [];
   const planned: PlannedAction[] = [];
@@ -51,7 +51,8 @@ export async function runReaper(services: Services): Promise<ReaperRun> {
       machines: listing.machines,
       leasesById,
       leasesByRef: refsOf(listing.provider, leasesById, records),
-      activeLeases: ledger.active,
+      // Absence is evidence only in a listing that ran from page 1 to the end in this run.
+      activeLeases: listing.complete ? ledger.active : [],
       createRecords: records.get(listing.provider.name) ?? new Map(),
       now,
       graceMs: config.reaperGraceMin * 60_000,
@@ -61,6 +62,7 @@ export async function runReaper(services: Services): Promise<ReaperRun> {
       listed: listing.machines.length,
       ignored: diff.ignored,
       error: null,
+      ...pagingOf(listing),
     });
     planned.push(...diff.actions);
   }
@@ -94,19 +96,20 @@ export async function runReaper(services: Services): Promise<ReaperRun> {
     mode === "enforce"
       ? actions.flatMap((a) => eventStatements(db, a.lease_id, iso(now), `reaper_${a.kind}`, outcomeText(a)))
       : [];
-  await db.batch([...events, ...recordRunStatements(db, run, now)]);
+  await db.batch([...events, ...recordRunStatements(db, run, now), ...cursorStatements(db, listings, iso(now))]);
   return run;
 }
 
 /**
- * The ledger rows the listings name: the active leases, plus (one batch) every lease a listed
- * label names and every VRAMfarm lease whose ref was listed.
+ * The ledger rows the listings name: the active leases, plus every lease a listed label names
+ * and every VRAMfarm lease whose ref was listed; and the machines their create records hold.
+ * One batch.
  */
 export async function leasesNamedBy(
   services: Services,
   listings: readonly Listing[],
   ledger: LedgerView,
-): Promise<Map<string, LeaseRow>> {
+): Promise<{ leasesById: Map<string, LeaseRow>; records: CreateRecordRefs }> {
   const prefix = services.config.labelPrefix;
   const leasesById = new Map(ledger.active.map((l) => [l.id, l] as const));
   const wanted: string[] = [];
@@ -118,8 +121,9 @@ export async function leasesNamedBy(
       if (id && !leasesById.has(id)) wanted.push(id);
     }
   }
-  for (const row of await loadLeasesByIds(services.db, wanted)) leasesById.set(row.id, row);
-  return leasesById;
+  const { rows, records } = await loadRowsAndRecords(services.db, wanted, [...leasesById.keys(), ...wanted]);
+  for (const row of rows) leasesById.set(row.id, row);
+  return { leasesById, records };
 }
 
 /**

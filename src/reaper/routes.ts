@@ -33,9 +33,10 @@ const StopAllSchema = z
     machines: z.number().int().openapi({
       description: "machines with our label prefix found at the providers, all now torn down with verification",
     }),
-    errors: z
-      .array(z.object({ provider: ProviderNameSchema, error: z.string() }))
-      .openapi({ description: "providers whose listing failed: call again, their machines were not found this time" }),
+    errors: z.array(z.object({ provider: ProviderNameSchema, error: z.string() })).openapi({
+      description:
+        "providers whose listing failed, or stopped at its page bound: call again, some of their machines were not found this time",
+    }),
   })
   .openapi("StopAll");
 

@@ -19,6 +19,14 @@ export const ReaperProviderSchema = z
       .string()
       .nullable()
       .openapi({ description: "why the listing failed: this provider was skipped, nothing concluded" }),
+    complete: z.boolean().optional().openapi({
+      description:
+        "false: the listing did not run from the first page to the last in this run (it began at the cursor an earlier run stopped at, or stopped at the page bound); no machine is concluded missing from it",
+    }),
+    note: z
+      .string()
+      .optional()
+      .openapi({ description: "how the listing began or ended when it was not page 1 to the end" }),
   })
   .openapi("ReaperProvider");
 export type ReaperProvider = z.infer<typeof ReaperProviderSchema>;

@@ -1,11 +1,11 @@
 import { iso } from "../lib/time";
 import type { ProviderName } from "../providers/types";
 import type { Services } from "../services";
-import { listOwnMachines } from "./listings";
+import { listOwnMachines, pagingOf } from "./listings";
 import { diffListing, leaseIdFromLabel, type PlannedAction } from "./plan";
 import { leasesNamedBy, perform, refsOf, unlabelledProviders } from "./reaper";
 import { type ReaperProvider, type ReaperRun, recordRunStatements } from "./runs";
-import { eventStatements, knownRefLists, loadCreateRecordRefs, loadLedgerView } from "./store";
+import { eventStatements, knownRefLists, loadLedgerView } from "./store";
 
 export interface StopAllResult {
   ok: true;
@@ -13,7 +13,7 @@ export interface StopAllResult {
   leases: number;
   /** machines carrying our label (or, at VRAMfarm, a ref the ledger knows) found at the providers, all now being torn down */
   machines: number;
-  /** providers whose listing failed: their machines could not be found this time */
+  /** providers whose listing failed or stopped at its page bound: some of their machines may not have been seen */
   errors: { provider: ProviderName; error: string }[];
 }
 
@@ -45,8 +45,7 @@ export async function stopAll(services: Services): Promise<StopAllResult> {
   );
 
   const listings = await listOwnMachines(services, knownRefLists(ledger));
-  const leasesById = await leasesNamedBy(services, listings, ledger);
-  const records = await loadCreateRecordRefs(db, [...leasesById.keys()]);
+  const { leasesById, records } = await leasesNamedBy(services, listings, ledger);
 
   const planned: PlannedAction[] = [];
   const providers: ReaperProvider[] = [];
@@ -74,8 +73,17 @@ export async function stopAll(services: Services): Promise<StopAllResult> {
     machines += listing.machines.filter(
       (m) => m.state !== "gone" && (leaseIdFromLabel(m.label, config.labelPrefix) !== null || byRef.has(m.ref)),
     ).length;
-    providers.push({ provider, listed: listing.machines.length, ignored: diff.ignored, error: null });
+    providers.push({
+      provider,
+      listed: listing.machines.length,
+      ignored: diff.ignored,
+      error: null,
+      ...pagingOf(listing),
+    });
     planned.push(...diff.actions);
+    // What it saw is torn down; the caller learns that machines past the page bound were not.
+    if (listing.next !== null)
+      errors.push({ provider, error: "the listing stopped at the page bound: machines past it were not seen" });
   }
 
   const actions = [...leaseStops, ...(await perform(services, planned, now))];

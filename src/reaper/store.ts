@@ -1,6 +1,7 @@
 import { type LeaseRow, LeaseRowSchema, type StoredSpec } from "../leases/ledger";
 import type { OwnMachine, ProviderName } from "../providers/types";
 import { leaseEventStatements } from "../webhooks/outbox";
+import { cursorsStatement, parseCursors } from "./cursors";
 
 /** D1 allows 100 bound parameters per query. */
 const IDS_PER_QUERY = 90;
@@ -11,6 +12,8 @@ export interface LedgerView {
   active: LeaseRow[];
   /** per provider without labels (Provider.labelled false): the machines the ledger knows, ref → lease id */
   knownRefs: Map<ProviderName, Map<string, string>>;
+  /** where each provider's listing stopped in an earlier run (src/reaper/cursors.ts) */
+  cursors: Map<ProviderName, string>;
 }
 
 /** Active leases and the unlabelled providers' known machines: one round trip whatever the ledger's size. */
@@ -20,7 +23,7 @@ export async function loadLedgerView(
   unlabelled: readonly ProviderName[],
 ): Promise<LedgerView> {
   const names = unlabelled.length ? unlabelled : ["-"];
-  const [active, known, held] = await db.batch([
+  const [active, known, held, cursors] = await db.batch([
     db.prepare("SELECT * FROM leases WHERE status != 'stopped'"),
     // Only three columns: the full rows are read for the refs that turn up in the listing.
     db
@@ -36,6 +39,7 @@ export async function loadLedgerView(
          WHERE provider IN (${names.map(() => "?").join(", ")}) AND resolution = 'machine' AND gone_at IS NULL`,
       )
       .bind(...names),
+    cursorsStatement(db),
   ]);
   const knownRefs = new Map<ProviderName, Map<string, string>>(unlabelled.map((name) => [name, new Map()]));
   for (const row of [...(known?.results ?? []), ...(held?.results ?? [])] as {
@@ -44,7 +48,11 @@ export async function loadLedgerView(
     provider_ref: string;
   }[])
     knownRefs.get(row.provider)?.set(row.provider_ref, row.id);
-  return { active: (active?.results ?? []).map((row) => LeaseRowSchema.parse(row)), knownRefs };
+  return {
+    active: (active?.results ?? []).map((row) => LeaseRowSchema.parse(row)),
+    knownRefs,
+    cursors: parseCursors(cursors?.results ?? []),
+  };
 }
 
 /** The refs to look for at each unlabelled provider (its listing cannot filter by label). */
@@ -52,51 +60,53 @@ export function knownRefLists(ledger: LedgerView): Partial<Record<ProviderName, 
   return Object.fromEntries([...ledger.knownRefs].map(([name, refs]) => [name, [...refs.keys()]]));
 }
 
-/** The rows of these lease ids, in one batch of queries of at most IDS_PER_QUERY ids each. */
-export async function loadLeasesByIds(db: D1Database, ids: readonly string[]): Promise<LeaseRow[]> {
-  const unique = [...new Set(ids)];
-  if (unique.length === 0) return [];
-  const statements: D1PreparedStatement[] = [];
-  for (let i = 0; i < unique.length; i += IDS_PER_QUERY) {
-    const chunk = unique.slice(i, i + IDS_PER_QUERY);
-    statements.push(db.prepare(`SELECT * FROM leases WHERE id IN (${chunk.map(() => "?").join(", ")})`).bind(...chunk));
-  }
-  const results = await db.batch(statements);
-  return results.flatMap((r) => r.results.map((row) => LeaseRowSchema.parse(row)));
-}
-
 export type CreateRecordRefs = Map<ProviderName, Map<string, { leaseId: string; goneAt: string | null }>>;
 
-/** The machines the create records of these leases hold, per provider (one batch). */
-export async function loadCreateRecordRefs(db: D1Database, leaseIds: readonly string[]): Promise<CreateRecordRefs> {
-  const unique = [...new Set(leaseIds)];
-  const refs: CreateRecordRefs = new Map();
-  if (unique.length === 0) return refs;
-  const statements: D1PreparedStatement[] = [];
-  for (let i = 0; i < unique.length; i += IDS_PER_QUERY) {
-    const chunk = unique.slice(i, i + IDS_PER_QUERY);
-    statements.push(
+const chunks = (ids: readonly string[]): string[][] => {
+  const unique = [...new Set(ids)];
+  const out: string[][] = [];
+  for (let i = 0; i < unique.length; i += IDS_PER_QUERY) out.push(unique.slice(i, i + IDS_PER_QUERY));
+  return out;
+};
+const marks = (chunk: readonly string[]) => chunk.map(() => "?").join(", ");
+
+/**
+ * One batch: the rows of `rowIds`, and the machines the create records of `recordIds` hold
+ * (per provider, ref → lease), each in queries of at most IDS_PER_QUERY ids.
+ */
+export async function loadRowsAndRecords(
+  db: D1Database,
+  rowIds: readonly string[],
+  recordIds: readonly string[],
+): Promise<{ rows: LeaseRow[]; records: CreateRecordRefs }> {
+  const rowChunks = chunks(rowIds);
+  const statements = [
+    ...rowChunks.map((chunk) => db.prepare(`SELECT * FROM leases WHERE id IN (${marks(chunk)})`).bind(...chunk)),
+    ...chunks(recordIds).map((chunk) =>
       db
         .prepare(
           `SELECT lease_id, provider, provider_ref, gone_at FROM lease_creates
-             WHERE provider_ref IS NOT NULL AND lease_id IN (${chunk.map(() => "?").join(", ")})`,
+             WHERE provider_ref IS NOT NULL AND lease_id IN (${marks(chunk)})`,
         )
         .bind(...chunk),
-    );
-  }
-  for (const result of await db.batch(statements)) {
+    ),
+  ];
+  const results = statements.length ? await db.batch(statements) : [];
+  const rows = results.slice(0, rowChunks.length).flatMap((r) => r.results.map((row) => LeaseRowSchema.parse(row)));
+  const records: CreateRecordRefs = new Map();
+  for (const result of results.slice(rowChunks.length)) {
     for (const row of result.results as {
       lease_id: string;
       provider: ProviderName;
       provider_ref: string;
       gone_at: string | null;
     }[]) {
-      const byRef = refs.get(row.provider) ?? new Map();
+      const byRef = records.get(row.provider) ?? new Map();
       byRef.set(row.provider_ref, { leaseId: row.lease_id, goneAt: row.gone_at });
-      refs.set(row.provider, byRef);
+      records.set(row.provider, byRef);
     }
   }
-  return refs;
+  return { rows, records };
 }
 
 /** What an adopted machine's lease row says about a machine nobody asked us to rent. */

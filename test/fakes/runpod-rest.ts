@@ -18,8 +18,9 @@ import {
  * errors, create bodies checked against `CreatePodRequest` (unknown fields are a 400), no
  * capacity as a 400 with RunPod's recorded detail text, `status: "RUNNING"` from creation while
  * `runtime` is still null, `cost` 0.0 once a pod stops, 404 problem+json for a deleted pod, 409
- * for a locked one. It shares the RunpodFake's pods, quirks and fault queues with the GraphQL
- * front, so one fake serves both transports.
+ * for a locked one, `GET /v2/pods` in pages of `podsPageSize` behind a cursor. It shares the
+ * RunpodFake's pods, quirks and fault queues with the GraphQL front, so one fake serves both
+ * transports.
  */
 
 const PROBLEM_TITLES: Record<number, string> = {
@@ -99,7 +100,7 @@ async function answer(
     case "deploy":
       return create(fake, request);
     case "myself":
-      return list(fake);
+      return list(fake, url);
     case "pod": {
       const m = fake.model.get(id);
       const pod = m ? restPod(fake, m) : null;
@@ -228,14 +229,74 @@ async function create(fake: RunpodFake, request: Request): Promise<Response> {
   return json(restPod(fake, m), 201);
 }
 
-function list(fake: RunpodFake): Response {
+/** Where the fake's listing cursors point: after the pod with this listing position. */
+interface PodCursor {
+  afterSeq: number;
+  issuedAt: number;
+}
+
+/** Per fake: the listing position of every pod it has listed, and the cursors it issued. */
+interface ListingState {
+  seq: WeakMap<ModelMachine, number>;
+  nextSeq: number;
+  cursors: Map<string, PodCursor>;
+}
+const listingStates = new WeakMap<RunpodFake, ListingState>();
+
+function listingState(fake: RunpodFake): ListingState {
+  let state = listingStates.get(fake);
+  if (!state) {
+    state = { seq: new WeakMap(), nextSeq: 0, cursors: new Map() };
+    listingStates.set(fake, state);
+  }
+  return state;
+}
+
+/**
+ * `GET /v2/pods?limit=&cursor=`, paged as runpodctl reads it (docs/providers.md#runpod-rest-pages):
+ * `{pods, pagination: {nextCursor, hasNextPage}}`. A keyset cursor: a pod gets its position when
+ * it first shows in a listing, so one created (or past its listing lag) while a client pages
+ * shows on a later page, never shifts a page already read. A cursor the fake did not issue, or
+ * one older than `podsCursorTtlMs`, is a 400 problem+json.
+ */
+function list(fake: RunpodFake, url: URL): Response {
+  const state = listingState(fake);
+  let limit = fake.quirks.podsPageSize;
+  const asked = url.searchParams.get("limit");
+  if (asked !== null) {
+    const n = Number(asked);
+    if (!Number.isInteger(n) || n < 1) return problem(422, "Request validation failed.", ["limit"]);
+    limit = Math.min(n, limit);
+  }
+  let afterSeq = -1;
+  const cursor = url.searchParams.get("cursor");
+  if (cursor !== null) {
+    const known = state.cursors.get(cursor);
+    const ttl = fake.quirks.podsCursorTtlMs;
+    if (!known || (ttl !== null && Date.now() - known.issuedAt > ttl))
+      return problem(400, "cursor is invalid or has expired");
+    afterSeq = known.afterSeq;
+  }
   const now = Date.now();
-  const pods = fake.model
-    .list()
-    .filter((m) => (m.meta.listedAt as number) <= now)
-    .map((m) => restPod(fake, m))
-    .filter((p) => p !== null);
-  return json({ pods });
+  const listed: { seq: number; pod: Record<string, unknown> }[] = [];
+  for (const m of fake.model.list()) {
+    if ((m.meta.listedAt as number) > now) continue;
+    const pod = restPod(fake, m);
+    if (!pod) continue;
+    let seq = state.seq.get(m);
+    if (seq === undefined) {
+      seq = state.nextSeq++;
+      state.seq.set(m, seq);
+    }
+    listed.push({ seq, pod });
+  }
+  const rest = listed.filter((p) => p.seq > afterSeq).sort((a, b) => a.seq - b.seq);
+  const page = rest.slice(0, limit);
+  if (rest.length <= limit)
+    return json({ pods: page.map((p) => p.pod), pagination: { nextCursor: null, hasNextPage: false } });
+  const nextCursor = `pc_${crypto.randomUUID().replaceAll("-", "")}`;
+  state.cursors.set(nextCursor, { afterSeq: page[page.length - 1]!.seq, issuedAt: now });
+  return json({ pods: page.map((p) => p.pod), pagination: { nextCursor, hasNextPage: true } });
 }
 
 async function remove(fake: RunpodFake, request: Request, id: string, viaAction: boolean): Promise<Response> {

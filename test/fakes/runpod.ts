@@ -88,6 +88,14 @@ export interface RunpodQuirks {
   restEmptyRuntime: boolean;
   /** REST v2: what `/v2/billing/pods` bills, as a multiple of price x hours (1 = the ledger's own figure) */
   billingFactor: number;
+  /**
+   * REST v2: pods per `GET /v2/pods` page at most, whatever `limit` asks (the server's own cap).
+   * 1 by default, so every suite that lists two pods crosses a page (docs/providers.md#runpod-rest-pages);
+   * a suite with more pods than the adapter's POD_PAGES_PER_CALL raises it.
+   */
+  podsPageSize: number;
+  /** REST v2: a listing `cursor` older than this is refused like an unknown one; null: never expires */
+  podsCursorTtlMs: number | null;
 }
 
 export const defaultRunpodQuirks = (): RunpodQuirks => ({
@@ -111,6 +119,8 @@ export const defaultRunpodQuirks = (): RunpodQuirks => ({
   listingLagMs: 0,
   restEmptyRuntime: false,
   billingFactor: 1,
+  podsPageSize: 1,
+  podsCursorTtlMs: null,
 });
 
 export interface FakeGpuType {

@@ -179,7 +179,7 @@ describe.each(Object.keys(subjects))("the Provider contract: %s", (subjectName) 
 
     const found = await s.provider.findByLabel(`gl-contract-${subjectName.length}`, hint);
     expect(found?.ref).toBe(ref);
-    const { machines: own } = await s.provider.listOwn("gl", [ref]);
+    const own = (await s.provider.listOwn("gl", [ref])).machines;
     expect(own.map((m) => m.ref)).toContain(ref);
 
     await s.provider.terminate(ref);

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { ProviderError } from "../../src/providers/http";
-import { createRunpodRestProvider, type RunpodRestOptions } from "../../src/providers/runpod-rest";
+import { CursorRefusedError, ProviderError } from "../../src/providers/http";
+import { createRunpodRestProvider, POD_PAGES_PER_CALL, type RunpodRestOptions } from "../../src/providers/runpod-rest";
 import type { MachineSpec } from "../../src/providers/types";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import { checkRunpodSchema } from "../fakes/openapi-check";
@@ -268,7 +268,7 @@ describe("RunPod REST v2: listing, balance, billing", () => {
     await rentOne(spec({ label: "gl-a" }));
     fake.plantPod({ name: "my-jupyter" });
     fake.plantPod({ name: "glx-other" });
-    const { machines: own } = await runpod().listOwn("gl", []);
+    const own = (await runpod().listOwn("gl", [])).machines;
     expect(own.map((m) => m.label)).toEqual(["gl-a"]);
   });
 
@@ -303,6 +303,106 @@ describe("RunPod REST v2: listing, balance, billing", () => {
   });
 });
 
+describe("RunPod REST v2: paged listings (docs/providers.md#runpod-rest-pages)", () => {
+  /** `count` pods that are not ours, planted before anything the test rents: they fill the first pages. */
+  const strangers = (count: number) => {
+    for (let i = 0; i < count; i++) fake.plantPod({ name: `someone-else-${i}` });
+  };
+
+  const listQueries = () => fake.calls("myself").map((r) => new URL(r.url).searchParams);
+  const page = (body: unknown) => ({
+    kind: "status" as const,
+    status: 200,
+    body: JSON.stringify(body),
+    headers: { "Content-Type": "application/json" },
+  });
+
+  it("findByLabel finds a pod that is listed only on a later page", async () => {
+    strangers(4);
+    const ref = await rentOne();
+    expect(await runpod().findByLabel("gl-ollama-0001")).toMatchObject({ ref, label: "gl-ollama-0001" });
+  });
+
+  it("asks as runpodctl does: limit=1000, then cursor=<nextCursor> while hasNextPage", async () => {
+    fake.quirks.podsPageSize = 2;
+    strangers(4);
+    await rentOne();
+    await runpod().findByLabel("gl-ollama-0001");
+    const queries = listQueries();
+    // 5 pods, 2 a page: three pages, each asked for with the cursor the one before gave.
+    expect(queries).toHaveLength(3);
+    expect(queries.every((q) => q.get("limit") === "1000")).toBe(true);
+    expect(queries[0]!.has("cursor")).toBe(false);
+    const cursors = queries.slice(1).map((q) => q.get("cursor"));
+    expect(cursors.every((c) => c?.startsWith("pc_"))).toBe(true);
+    expect(new Set(cursors).size).toBe(2);
+  });
+
+  it("listOwn stops at the page bound with the cursor to go on from, and goes on from it to the end", async () => {
+    fake.quirks.podsPageSize = 1;
+    const first = await rentOne(spec({ label: "gl-first" }));
+    strangers(POD_PAGES_PER_CALL);
+    const last = await rentOne(spec({ label: "gl-last" }));
+
+    const cut = await runpod().listOwn("gl", []);
+    expect(cut.machines.map((m) => m.ref)).toEqual([first]);
+    expect(cut.next).toMatch(/^pc_/);
+    expect(listQueries()).toHaveLength(POD_PAGES_PER_CALL);
+
+    const rest = await runpod().listOwn("gl", [], cut.next);
+    expect(rest).toEqual({ machines: [expect.objectContaining({ ref: last, label: "gl-last" })], next: null });
+    expect(listQueries()[POD_PAGES_PER_CALL]!.get("cursor")).toBe(cut.next);
+  });
+
+  it("findByLabel past the page bound throws: a lookup that saw part of the account is no answer", async () => {
+    fake.quirks.podsPageSize = 1;
+    strangers(POD_PAGES_PER_CALL);
+    await rentOne();
+    const error = await runpod()
+      .findByLabel("gl-ollama-0001")
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ProviderError);
+    expect((error as ProviderError).message).toContain(`more than ${POD_PAGES_PER_CALL} pages`);
+    // Even with the pod on page 1, what was not read may hold a second pod of that label.
+    expect(listQueries()).toHaveLength(POD_PAGES_PER_CALL);
+  });
+
+  it("a cursor RunPod refuses (expired or unknown) throws CursorRefusedError, a refused first page a plain error", async () => {
+    fake.quirks.podsPageSize = 1;
+    fake.quirks.podsCursorTtlMs = 60_000;
+    strangers(POD_PAGES_PER_CALL + 1);
+    const { next } = await runpod().listOwn("gl", []);
+    expect(next).not.toBeNull();
+    vi.setSystemTime(T0 + 61_000);
+    const expired = await runpod()
+      .listOwn("gl", [], next)
+      .catch((e: unknown) => e);
+    expect(expired).toBeInstanceOf(CursorRefusedError);
+    expect(expired).toMatchObject({ status: 400, message: expect.stringContaining("cursor was refused") });
+    await expect(runpod().listOwn("gl", [], "pc_nosuchcursor")).rejects.toBeInstanceOf(CursorRefusedError);
+    fake.fault("myself", { kind: "status", status: 400 });
+    const plain = await runpod()
+      .listOwn("gl", [])
+      .catch((e: unknown) => e);
+    expect(plain).toBeInstanceOf(ProviderError);
+    expect(plain).not.toBeInstanceOf(CursorRefusedError);
+  });
+
+  it("a page without pagination is the last (the kept document's shape)", async () => {
+    fake.fault("myself", page({ pods: [] }));
+    expect(await runpod().listOwn("gl", [])).toEqual({ machines: [], next: null });
+    expect(listQueries()).toHaveLength(1);
+  });
+
+  it("hasNextPage without a nextCursor, or a cursor that repeats, throws: never a short list read as all", async () => {
+    fake.fault("myself", page({ pods: [], pagination: { hasNextPage: true, nextCursor: null } }));
+    await expect(runpod().listOwn("gl", [])).rejects.toThrow(/hasNextPage without a nextCursor/);
+    const again = page({ pods: [], pagination: { hasNextPage: true, nextCursor: "pc_same" } });
+    fake.fault("myself", again, 2);
+    await expect(runpod().findByLabel("gl-x")).rejects.toThrow(/nextCursor repeats/);
+  });
+});
+
 describe("the fake speaks REST v2 as RunPod's OpenAPI document describes it", () => {
   const get = async (path: string) =>
     fetch(`http://runpod.fake${path}`, { headers: { Authorization: `Bearer ${RUNPOD_FAKE_KEY}`, "User-Agent": "t" } });
@@ -327,6 +427,31 @@ describe("the fake speaks REST v2 as RunPod's OpenAPI document describes it", ()
     const notFound = await get("/v2/pods/nosuchpod0000");
     expect(notFound.headers.get("content-type")).toBe("application/problem+json");
     expect(checkRunpodSchema("ErrorResponse", await notFound.json())).toEqual([]);
+  });
+
+  it("pages GET /v2/pods: limit up to its page size, a keyset cursor, 422 for a bad limit, 400 for an unknown cursor", async () => {
+    fake.quirks.podsPageSize = 3;
+    for (let i = 0; i < 4; i++) fake.plantPod({ name: `p-${i}` });
+    const first = (await (await get("/v2/pods?limit=1000")).json()) as {
+      pods: { name: string }[];
+      pagination: { nextCursor: string | null; hasNextPage: boolean };
+    };
+    expect(checkRunpodSchema("ListPodsResponse", first)).toEqual([]);
+    expect(first.pods.map((p) => p.name)).toEqual(["p-0", "p-1", "p-2"]);
+    expect(first.pagination.hasNextPage).toBe(true);
+    // A pod made while a client pages shows on a later page; page 2 is not shifted by it.
+    fake.plantPod({ name: "p-new" });
+    const second = await (await get(`/v2/pods?limit=1000&cursor=${first.pagination.nextCursor}`)).json();
+    expect(second).toMatchObject({
+      pods: [{ name: "p-3" }, { name: "p-new" }],
+      pagination: { nextCursor: null, hasNextPage: false },
+    });
+    expect(((await (await get("/v2/pods?limit=1")).json()) as { pods: unknown[] }).pods).toHaveLength(1);
+    expect((await get("/v2/pods?limit=0")).status).toBe(422);
+    const unknown = await get("/v2/pods?cursor=pc_0000");
+    expect(unknown.status).toBe(400);
+    expect(unknown.headers.get("content-type")).toBe("application/problem+json");
+    expect(checkRunpodSchema("ErrorResponse", await unknown.json())).toEqual([]);
   });
 
   it("the check itself fails on a pod that breaks the document", () => {

@@ -749,7 +749,7 @@ describe("own machines and balance", () => {
     fake.plantPod({ name: "" });
     const ref = await rentedPod();
     const provider = runpod();
-    const { machines: own } = await provider.listOwn("gl", []);
+    const own = (await provider.listOwn("gl", [])).machines;
     expect(own.map((m) => m.label).sort()).toEqual(["gl-ollama-0001", "gl-orphan-7"]);
     expect(own.find((m) => m.ref === orphan)).toEqual({
       ref: orphan,

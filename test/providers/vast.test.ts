@@ -509,7 +509,7 @@ describe("vast own machines", () => {
     const ours = Array.from({ length: 55 }, (_, i) => fake.plantOrphan(`gpulease-${i}`).id);
     fake.plantUnlabelled();
     fake.plantOrphan("someone-else");
-    const { machines: own } = await vast.listOwn("gpulease-", []);
+    const own = (await vast.listOwn("gpulease-", [])).machines;
     expect(own.map((m) => m.ref).sort()).toEqual(ours.sort());
     const pages = fake.requests.filter((r) => r.path === "/api/v1/instances/").map((r) => new URL(r.url).searchParams);
     expect(pages).toHaveLength(3);
@@ -519,7 +519,7 @@ describe("vast own machines", () => {
   });
 
   it('reads {"instances": null} as an empty listing', async () => {
-    expect((await vast.listOwn("gpulease-", [])).machines).toEqual([]);
+    expect(await vast.listOwn("gpulease-", [])).toEqual({ machines: [], next: null });
   });
 
   it("throws when a page fails or does not parse", async () => {

@@ -352,7 +352,7 @@ describe("vramfarm own machines and account", () => {
     const stranger = fake.plant();
     const stopped = await rented();
     await farm.terminate(stopped);
-    const { machines: own } = await farm.listOwn("gpulease-", [running, booting, stopped, "424242"]);
+    const own = (await farm.listOwn("gpulease-", [running, booting, stopped, "424242"])).machines;
     expect(own).toHaveLength(2);
     expect(own.map((m) => [m.ref, m.state, m.label])).toEqual(
       expect.arrayContaining([
@@ -375,7 +375,7 @@ describe("vramfarm own machines and account", () => {
   });
 
   it("asks nothing when no id is known, and throws when the listing fails", async () => {
-    expect((await farm.listOwn("gpulease-", [])).machines).toEqual([]);
+    expect(await farm.listOwn("gpulease-", [])).toEqual({ machines: [], next: null });
     expect(fake.requests).toHaveLength(0);
     fake.inject("list", { kind: "malformed" });
     await providerError(farm.listOwn("gpulease-", ["4101"]));

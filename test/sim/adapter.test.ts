@@ -217,7 +217,7 @@ describe("labels", () => {
     });
     expect(await sim.findByLabel("gpulease-lse_nope")).toBeNull();
 
-    const { machines: own } = await sim.listOwn("gpulease-", []);
+    const own = (await sim.listOwn("gpulease-", [])).machines;
     expect(own.map((m) => m.ref).sort()).toEqual([ref, other].sort());
     expect(own.every((m) => m.created_at === new Date(T0).toISOString())).toBe(true);
   });
@@ -228,7 +228,7 @@ describe("labels", () => {
     await sim.terminate(ref);
     expect((await sim.listOwn("gpulease-", [])).machines.map((m) => m.ref)).toEqual([ref]);
     advance(8);
-    expect((await sim.listOwn("gpulease-", [])).machines).toEqual([]);
+    expect(await sim.listOwn("gpulease-", [])).toEqual({ machines: [], next: null });
   });
 });
 
