@@ -285,7 +285,7 @@ export interface components {
       max_cost: number | null;
       /** @description USD, the worst case at rental: price × max_minutes, capped by max_cost */
       expected_cost: number | null;
-      /** @description in `currency`: what the provider bills so far; frozen at teardown */
+      /** @description in `currency`: what the provider bills so far, every machine of the lease's creates included; runs until teardown_verified_at */
       cost: number;
       /** @description in `currency`: what the provider itself says it billed (RunPod REST billing), once known */
       billed: number | null;
@@ -305,11 +305,23 @@ export interface components {
       stop_requested_at: string | null;
       stopped_at: string | null;
       teardown_verified_at: string | null;
+      /** @description every create sent for this lease, with its resolution; never stopped while one is unresolved */
+      creates: components["schemas"]["LeaseCreate"][];
     };
     /** @enum {string} */
     LeaseStatus: "provisioning" | "running" | "stopping" | "stopped";
     /** @enum {string|null} */
     StopReason: "requested" | "max_minutes" | "max_cost" | "job_done" | "start_timeout" | "budget" | "reaper" | "rent_failed" | null;
+    LeaseCreate: {
+      /** @enum {string} */
+      provider: "runpod" | "vast" | "vramfarm" | "sim";
+      offer_id: string;
+      sent_at: string;
+      /** @enum {string} */
+      resolution: "unresolved" | "machine" | "none";
+      provider_ref: string | null;
+      resolved_at: string | null;
+    };
     LeaseInput: {
       name?: string;
       /** @description an offer_id from GET /v1/offers; else the filters pick */
@@ -454,7 +466,7 @@ export interface components {
     };
     ReaperAction: {
       /** @enum {string} */
-      kind: "adopt" | "reopen" | "reconcile" | "rearm" | "stop_overdue" | "budget_stop" | "stop_all";
+      kind: "adopt" | "claim" | "reopen" | "reconcile" | "rearm" | "stop_overdue" | "budget_stop" | "stop_all";
       /** @enum {string|null} */
       provider: "runpod" | "vast" | "vramfarm" | "sim" | null;
       provider_ref: string | null;
