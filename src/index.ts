@@ -5,7 +5,6 @@ import { DISPATCHER_CRON, REAPER_CRON } from "./cron";
 import { runReaper } from "./reaper/reaper";
 import { runDispatcher } from "./schedules/dispatcher";
 import { createServices } from "./services";
-import { wakeOutbox } from "./webhooks/wake";
 
 export { RateLimiter } from "./auth/rate-limiter";
 export { LeaseKeeper } from "./keeper/keeper";
@@ -28,8 +27,8 @@ export default {
         // Then the webhook outbox: catches up anything a lost wake left (at most a minute late).
         if (invalid.length) {
           services.log.error("dispatcher_skipped", { reason: "invalid configuration", invalid });
-          ctx.waitUntil(wakeOutbox(env));
-        } else ctx.waitUntil(runDispatcher(services, controller.scheduledTime).finally(() => wakeOutbox(env)));
+          ctx.waitUntil(services.outbox.wake());
+        } else ctx.waitUntil(runDispatcher(services, controller.scheduledTime).finally(() => services.outbox.wake()));
         break;
       case REAPER_CRON:
         // After the reaper, what the providers billed beside the ledger (src/billing); its own
@@ -42,7 +41,7 @@ export default {
                   services.log.warn("billing_reconciliation_failed", { error }),
                 );
             })
-            .finally(() => wakeOutbox(env)),
+            .finally(() => services.outbox.wake()),
         );
         break;
       default:

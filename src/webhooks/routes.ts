@@ -16,7 +16,6 @@ import {
   webhookExists,
 } from "./store";
 import { webhookUrlProblem } from "./url";
-import { wakeOutbox } from "./wake";
 
 const CreateWebhookSchema = z
   .strictObject({
@@ -164,10 +163,10 @@ export const webhookRoutes = createRouter()
   })
   .openapi(testWebhookRoute, async (c) => {
     const { id } = c.req.valid("param");
-    const { db, clock, env } = c.get("services");
+    const { db, clock, outbox } = c.get("services");
     await requireWebhook(db, id);
     const deliveryId = await enqueuePing(db, id, clock());
-    await wakeOutbox(env);
+    await outbox.wake();
     return c.json({ ok: true as const, delivery_id: deliveryId }, 202);
   })
   .openapi(deliveriesRoute, async (c) => {
