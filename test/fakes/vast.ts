@@ -58,6 +58,11 @@ export interface VastQuirks {
   nullEmptyList: boolean;
   /** Ollama answers this long after the container runs */
   ollamaDelayMs: number;
+  /**
+   * A new instance shows in the v1 list only this long after its create (its own GET works at
+   * once). Seen at RunPod (docs/providers.md#runpod-ambiguous-create); unconfirmed for Vast, off by default.
+   */
+  listingLagMs: number;
 }
 
 export const defaultVastQuirks = (): VastQuirks => ({
@@ -72,6 +77,7 @@ export const defaultVastQuirks = (): VastQuirks => ({
   lingerAs: "running",
   nullEmptyList: true,
   ollamaDelayMs: 0,
+  listingLagMs: 0,
 });
 
 /** One offer as `/bundles/` sends it (only the fields the fake needs typed). */
@@ -680,8 +686,10 @@ export class VastFake implements FakeService {
           400,
         );
     }
+    const listedBy = this.model.now() - this.quirks.listingLagMs;
     const all = this.model
       .list()
+      .filter((m) => m.createdAt <= listedBy)
       .map((m) => this.instanceJson(m))
       .filter((instance) => Object.entries(filters).every(([field, filter]) => matchesFilter(instance, field, filter)));
     const token = url.searchParams.get("after_token");

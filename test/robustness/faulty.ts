@@ -16,6 +16,13 @@ export type Fault =
   | { kind: "http"; status: number }
   /** the call hangs until the caller's timeout fires (simulated after HANG_MS, see below) */
   | { kind: "hang" }
+  /**
+   * The call hangs past the caller's timeout (as "hang"), and the provider carries it out anyway
+   * `afterMs` later: a create whose machine appears after gpulease gave up on the answer. Nothing
+   * runs in the background: the held request is carried out by the first request that reaches
+   * this fake once the clock has passed its moment, so a machine exists from when it can be seen.
+   */
+  | { kind: "late"; afterMs: number }
   /** HTTP 200, body cut off mid-JSON */
   | { kind: "malformed" }
   /** HTTP 200, empty body */
@@ -60,6 +67,8 @@ export class Faulty implements FakeService {
   readonly log: { url: string; authorization: string | null; body: string }[] = [];
   /** every request that reached this provider, by call */
   readonly seen: Record<ProviderCall, number> = { offers: 0, rent: 0, status: 0, terminate: 0, listing: 0, balance: 0 };
+  /** requests answered with a timeout that the provider still carries out (fault `late`) */
+  private readonly held: { request: () => Request; dueAt: number }[] = [];
 
   constructor(
     readonly provider: FaultyProvider,
@@ -85,7 +94,22 @@ export class Faulty implements FakeService {
     return this.inner.handles(url);
   }
 
+  /** Late calls not carried out yet. */
+  get pendingLate(): number {
+    return this.held.length;
+  }
+
+  /** Carries out the held (`late`) requests whose moment has come, oldest first. */
+  async settleLate(): Promise<void> {
+    const now = Date.now();
+    while (this.held.length > 0 && (this.held[0]?.dueAt ?? Number.POSITIVE_INFINITY) <= now) {
+      const due = this.held.shift();
+      if (due) await (await this.inner.handle(due.request())).arrayBuffer();
+    }
+  }
+
   async handle(request: Request): Promise<Response> {
+    await this.settleLate();
     this.log.push({
       url: request.url,
       authorization: request.headers.get("authorization"),
@@ -97,6 +121,16 @@ export class Faulty implements FakeService {
     const rule = this.take(call);
     if (!rule || rule.fault.kind === "pass") return this.inner.handle(request);
     this.served[call] += 1;
+    if (rule.fault.kind === "late") {
+      // Copied out: a request's body cannot be read from another request's context (a keeper's).
+      const { url, method } = request;
+      const headers = [...request.headers.entries()];
+      const body = await request.clone().arrayBuffer();
+      const copy = () => new Request(url, { method, headers, body: body.byteLength > 0 ? body : undefined });
+      this.held.push({ request: copy, dueAt: Date.now() + rule.fault.afterMs });
+      this.held.sort((a, b) => a.dueAt - b.dueAt);
+      return render(this.provider, call, { kind: "hang" }, request);
+    }
     if (rule.afterEffect) {
       const done = await this.inner.handle(request.clone());
       await done.arrayBuffer();
@@ -190,6 +224,8 @@ function render(
   switch (fault.kind) {
     case "pass":
       throw new Error("pass is not rendered");
+    case "late":
+      throw new Error("late is answered as a hang");
     case "hang":
       return new Promise((_, reject) =>
         setTimeout(() => reject(new DOMException("The operation was aborted due to timeout", "TimeoutError")), HANG_MS),
