@@ -94,9 +94,12 @@ const models = (): [string, CloudModel][] => [
 function aliveFor(label: string | null): string[] {
   const alive: string[] = [];
   for (const [name, model] of models())
-    for (const m of model.list())
+    for (const m of model.list()) {
+      // A terminated RunPod pod lingers reading TERMINATED, billed no more (cost 0.0): not alive.
+      if (name === "runpod" && model.state(m.id) === "terminating") continue;
       if (label === null || m.label === label || (name === "vramfarm" && m.label === null))
         alive.push(`${name} ${m.id} (${m.label ?? "no label"})`);
+    }
   return alive;
 }
 
