@@ -31,7 +31,8 @@ function random(state) {
 
 const mod = await loadFakes();
 const runpod = new mod.RunpodFake({ proxyDomain: "proxy.runpod.fake" });
-Object.assign(runpod.quirks, { bootMs: 3_000, lingerMs: 2_000, listingLagMs: lagS * 1000 });
+// Pages of 20 pods (the real API serves up to the 1000 runpodctl asks for): listings cross pages.
+Object.assign(runpod.quirks, { bootMs: 3_000, lingerMs: 2_000, listingLagMs: lagS * 1000, podsPageSize: 20 });
 const vast = new mod.VastFake({ bootMs: 3_000, lingerMs: 2_000 });
 vast.quirks.listingLagMs = lagS * 1000;
 // Vast rents each ask once: enough RTX 4090 asks for every lease to rent there.

@@ -11,7 +11,7 @@ import {
   strayUpdateStatement,
 } from "../leases/creates";
 import { appendEvents, getLease, type LeaseRow, type NewEvent, updateLeaseIf } from "../leases/ledger";
-import { billedFromOf, lookupMachines } from "../leases/lookup";
+import { claimFound, lookupMachines } from "../leases/lookup";
 import { type RentEnd, rentalConcluded, settleRental } from "../leases/rental";
 import type { LeaseStatus, StopReason } from "../leases/schema";
 import { iso, ms } from "../lib/time";
@@ -423,19 +423,14 @@ export class LeaseKeeper extends DurableObject<Env> {
     }
     let changed = false;
     for (const machine of lookup.machines) {
-      const claim = await claimMachine(
+      const claim = await claimFound(
         services.db,
+        provider,
         lease.id,
-        {
-          provider: provider.name,
-          ref: machine.ref,
-          price_per_hour: machine.price_per_hour,
-          billed_from: billedFromOf(machine, create),
-          detail: "found by the keeper's lookup",
-          currency: provider.currency,
-        },
+        create,
+        machine,
+        "found by the keeper's lookup",
         iso(now),
-        provider.labelled ? null : create.seq,
       );
       if (claim.kind === "claimed") {
         changed = true;

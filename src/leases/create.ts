@@ -21,7 +21,7 @@ import {
   type StoredSpec,
   toLease,
 } from "./ledger";
-import { billedFromOf, lookupMachines } from "./lookup";
+import { claimFound, lookupMachines } from "./lookup";
 import type { WorstCaseBilling } from "./pricing";
 import { withinProviderLimits } from "./provider-limits";
 import { type RentOutcome, RentRefusal } from "./refusal";
@@ -327,19 +327,15 @@ async function findMachine(services: Services, provider: Provider, lease: LeaseR
     const lookup = await lookupMachines(services, provider, lease, create);
     if (!lookup.ok) return { kind: "failed", error: lookup.error };
     for (const machine of lookup.machines) {
-      const claim = await claimMachine(
+      const at = iso(services.clock());
+      const claim = await claimFound(
         services.db,
+        provider,
         lease.id,
-        {
-          provider: provider.name,
-          ref: machine.ref,
-          price_per_hour: machine.price_per_hour,
-          billed_from: billedFromOf(machine, create),
-          detail: "found by the rent's label lookup",
-          currency: provider.currency,
-        },
-        iso(services.clock()),
-        provider.labelled ? null : seq,
+        create,
+        machine,
+        "found by the rent's label lookup",
+        at,
       );
       if (claim.kind === "claimed") return { kind: "found", ref: machine.ref };
     }

@@ -2,7 +2,7 @@ import type { Config } from "../config";
 import { iso, ms } from "../lib/time";
 import { scrubError } from "../providers/scrub";
 import type { OwnMachine, Provider } from "../providers/types";
-import { type CreateRecord, competingCreates, knownRefs } from "./creates";
+import { type ClaimOutcome, type CreateRecord, claimMachine, competingCreates, knownRefs } from "./creates";
 
 /** Records this long before a create may still name a machine that looks like its own. */
 const KNOWN_REFS_WINDOW_MS = 3_600_000;
@@ -50,4 +50,28 @@ export async function lookupMachines(
 export function billedFromOf(machine: Pick<OwnMachine, "created_at">, create: Pick<CreateRecord, "sent_at">): string {
   const created = machine.created_at ? Date.parse(machine.created_at) : Number.NaN;
   return Number.isFinite(created) ? iso(created) : create.sent_at;
+}
+
+/**
+ * Claims a machine a lookup for `create` found: on that create at a provider without labels
+ * (the fingerprint was its own), else on the lease's earliest unresolved create there.
+ */
+export function claimFound(
+  db: D1Database,
+  provider: Provider,
+  leaseId: string,
+  create: CreateRecord,
+  machine: OwnMachine,
+  detail: string,
+  at: string,
+): Promise<ClaimOutcome> {
+  const found = {
+    provider: provider.name,
+    ref: machine.ref,
+    price_per_hour: machine.price_per_hour,
+    billed_from: billedFromOf(machine, create),
+    detail,
+    currency: provider.currency,
+  };
+  return claimMachine(db, leaseId, found, at, provider.labelled ? null : create.seq);
 }

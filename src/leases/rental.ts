@@ -104,7 +104,10 @@ export function settleRental(
 ): Settlement {
   if (lease.status === "stopped" || lease.provider_ref) return NOTHING;
   const machine = currentCandidate(creates);
-  const died = end.kind === "timed_out" && lease.status === "provisioning";
+  // The request gave up on this lease (it died, or answered with a refusal): a machine that
+  // turned up on its records anyway is torn down, never run behind the caller's back.
+  const gaveUp = end.kind === "timed_out" ? "the rental did not complete" : end.kind === "answered" ? end.error : null;
+  const died = gaveUp !== null && lease.status === "provisioning";
   if (machine) {
     const patch = machinePatch(lease, machine, creates, s, lease.status === "provisioning" && !died);
     const events: NewEvent[] = [
@@ -113,8 +116,8 @@ export function settleRental(
         : { kind: "machine_found", detail: `found ${machine.provider_ref} at ${machine.provider}` },
     ];
     if (died) {
-      Object.assign(patch, stopPatch(now, "the rental did not complete"));
-      events.push({ kind: "stop_requested", detail: "error: the rental did not complete; tearing its machine down" });
+      Object.assign(patch, stopPatch(now, gaveUp));
+      events.push({ kind: "stop_requested", detail: `rent_failed: ${gaveUp}; tearing its machine down` });
     }
     return { patch, events, teardownNow: lease.status === "stopping" || died };
   }
@@ -158,8 +161,10 @@ export function rentalConcluded(
   rentWindowMs: number,
 ): boolean {
   if (lease.status !== "stopping" || lease.provider_ref) return false;
-  const { unresolved, strays } = openCreates(lease, creates);
-  return unresolved.length === 0 && strays.length === 0 && now - ms(lease.created_at) >= rentWindowMs;
+  const unresolved = creates.some((c) => c.resolution === "unresolved");
+  // Without a machine of its own the lease has no strays yet: any live machine keeps it open.
+  const live = creates.some((c) => c.resolution === "machine" && c.gone_at === null);
+  return !unresolved && !live && now - ms(lease.created_at) >= rentWindowMs;
 }
 
 /** The offers tried and why they did not rent, for the answer's `attempts`. */

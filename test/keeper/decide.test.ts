@@ -397,3 +397,112 @@ describe("stopping", () => {
     expect(loopFor(stopping, stored)).toBe(stored);
   });
 });
+
+describe("teardown with other creates open", () => {
+  const stopping = lease({
+    status: "stopping",
+    running_at: iso(100),
+    stop_requested_at: iso(1000),
+    stop_reason: "requested",
+  });
+  const read = (state: MachineStatus["state"], extra: Partial<MachineStatus> = {}) => ({
+    status: { ok: true as const, status: status(state, extra) },
+  });
+
+  it("stays stopping while other creates are open, says so once, and is stopped once none is", () => {
+    const first = decideTeardown(stopping, loop(), { terminate: { ok: true }, ...read("gone") }, at(1010), settings, 2);
+    expect(first.patch).toEqual({});
+    expect(first.nextAlarmAt).toBe(at(1011));
+    const verified = decideTeardown(stopping, first.loop, read("gone"), at(1011), settings, 2);
+    expect(verified.patch.status).toBeUndefined();
+    expect(verified.events).toEqual([
+      {
+        kind: "teardown_waiting",
+        detail: "the machine is gone; 2 other create(s) or machine(s) of this lease are still open",
+      },
+    ]);
+    expect(verified.nextAlarmAt).toBe(at(1016));
+    expect(verified.loop.machineGoneAt).toBe(at(1011));
+    const waiting: LeaseRow = { ...stopping, ...verified.patch } as LeaseRow;
+    const next = decideTeardown(waiting, verified.loop, read("gone"), at(1016), settings, 2);
+    expect(next.events).toEqual([]);
+    // Billed until its machine was verified gone, not until the lease stops.
+    expect(next.patch).toEqual({});
+    expect(next.nextAlarmAt).toBe(at(1021));
+    const done = decideTeardown(waiting, next.loop, read("gone"), at(1021), settings, 0);
+    expect(done.patch).toEqual({ status: "stopped", stopped_at: iso(1021), teardown_verified_at: iso(1021) });
+    expect(done.events.map((e) => e.kind)).toEqual(["stopped"]);
+    expect(done.nextAlarmAt).toBeNull();
+  });
+
+  it("bills until the verifying read: price × (verification − billing start) + traffic", () => {
+    // RunPod bills from the rental (1 s): verified at 1801 s is 30 minutes at 0.72 USD/h.
+    const first = decideTeardown(stopping, loop({ trafficCost: 0.05 }), read("gone"), at(1800), settings);
+    expect(first.patch.cost).toBeUndefined();
+    const verified = decideTeardown(stopping, first.loop, read("gone"), at(1801), settings);
+    expect(verified.patch.status).toBe("stopped");
+    expect(verified.patch.cost).toBeCloseTo(0.36 + 0.05, 6);
+    // VRAMfarm bills from running (100 s): verified at 1900 s is 30 minutes at 0.6 EUR/h.
+    const farm = lease({
+      status: "stopping",
+      provider: "vramfarm",
+      billing_starts_at: "running",
+      currency: "EUR",
+      price_per_hour: 0.6,
+      running_at: iso(100),
+      stop_requested_at: iso(1000),
+      cost: 0.15,
+    });
+    const farmFirst = decideTeardown(farm, loop(), read("gone"), at(1899), settings);
+    const farmVerified = decideTeardown(farm, farmFirst.loop, read("gone"), at(1900), settings);
+    expect(farmVerified.patch).toMatchObject({ status: "stopped", teardown_verified_at: iso(1900) });
+    expect(farmVerified.patch.cost).toBeCloseTo(0.3, 6);
+  });
+
+  it("a machine still there bills on, at the provider's new price when the read reports one", () => {
+    const sent = loop({ terminateSentAt: at(1000), terminatesSent: 1 });
+    const repriced = decideTeardown(stopping, sent, read("running", { price_per_hour: 0.9 }), at(1501), settings);
+    expect(repriced.patch).toEqual({ price_per_hour: 0.9, cost: 0.375 }); // 0.9 × 1500 s
+    expect(repriced.patch.status).toBeUndefined();
+    const same = decideTeardown(stopping, sent, read("running", { price_per_hour: 0.72 }), at(1501), settings);
+    expect(same.patch).toEqual({ cost: 0.3 }); // 0.72 × 1500 s
+    // A 0 reported by a machine shutting down is no price.
+    const zero = decideTeardown(stopping, sent, read("running", { price_per_hour: 0 }), at(1501), settings);
+    expect(zero.patch.price_per_hour).toBeUndefined();
+  });
+
+  it("a price the poll reports resets the budget's reservation at that price", () => {
+    const running = lease({ status: "running", running_at: iso(100) });
+    const poll = (price: number | null) => ({
+      ok: true as const,
+      status: status("running", { price_per_hour: price }),
+      ollamaReady: null,
+    });
+    const d = decideAfterPoll(running, loop(), poll(0.9), at(200), settings);
+    // 0.9 USD/h × (20 + 60) minutes, billed from the accepted rental.
+    expect(d.patch).toMatchObject({ price_per_hour: 0.9, expected_cost: 1.2 });
+    expect(d.patch.cost).toBeCloseTo((0.9 * 199) / 3600, 6);
+    expect(d.events[0]).toEqual({
+      kind: "price_updated",
+      detail: "0.72 → 0.9 USD/h: the provider's own price for this machine",
+    });
+    expect(decideAfterPoll({ ...running, max_cost: 1 }, loop(), poll(0.9), at(200), settings).patch.expected_cost).toBe(
+      1,
+    );
+    const unchanged = decideAfterPoll(running, loop(), poll(0.72), at(200), settings);
+    expect(unchanged.patch.expected_cost).toBeUndefined();
+    expect(unchanged.events.map((e) => e.kind)).not.toContain("price_updated");
+    // VRAMfarm: 0.6 EUR = 0.648 USD/h, from running, 15 minutes at least for a 10-minute lease.
+    const farm = lease({
+      status: "running",
+      provider: "vramfarm",
+      billing_starts_at: "running",
+      currency: "EUR",
+      price_per_hour: 0.5,
+      running_at: iso(100),
+      max_minutes: 10,
+      spec: { ...lease().spec, min_billed_minutes: 15 },
+    });
+    expect(decideAfterPoll(farm, loop(), poll(0.6), at(200), settings).patch.expected_cost).toBeCloseTo(0.162, 6);
+  });
+});

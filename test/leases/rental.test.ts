@@ -5,10 +5,10 @@ import { type WorstCaseBilling, worstCaseMinutes } from "../../src/leases/pricin
 import { RentRefusal } from "../../src/leases/refusal";
 import {
   attemptsOf,
+  planRental,
   type RentalFacts,
   type RentEnd,
   rentalConcluded,
-  planRental,
   settleRental,
 } from "../../src/leases/rental";
 import { rankOffer } from "../../src/offers/rank";
@@ -74,7 +74,9 @@ describe("planRental", () => {
 
   it("reaching the budget exactly is allowed; crossing it is not", () => {
     // 1.5 USD/h for 80 minutes is 2 USD: 8 + 2 = the budget of 10.
-    const exact = planRental(facts({ candidates: [offer("runpod:a", 1.5)], spend: spent(8), budget: { daily: 10, monthly: null } }));
+    const exact = planRental(
+      facts({ candidates: [offer("runpod:a", 1.5)], spend: spent(8), budget: { daily: 10, monthly: null } }),
+    );
     expect(idsOf(exact)).toEqual(["runpod:a"]);
     const over = planRental(
       facts({ candidates: [offer("runpod:a", 1.5)], spend: spent(8.01), budget: { daily: 10, monthly: null } }),
@@ -143,7 +145,10 @@ describe("planRental", () => {
     expect(worstCaseMinutes(fromRunning, 10)).toBe(15);
     const worst = (max_minutes: number, max_cost?: number) => {
       const plan = planRental(
-        facts({ candidates: [offer("vramfarm:x", 0.5, "vramfarm"), offer("runpod:a", 1.2)], caps: { max_minutes, max_cost } }),
+        facts({
+          candidates: [offer("vramfarm:x", 0.5, "vramfarm"), offer("runpod:a", 1.2)],
+          caps: { max_minutes, max_cost },
+        }),
       );
       return plan.ok ? { each: plan.offers.map((o) => o.worstCaseUsd), reservation: plan.reservationUsd } : null;
     };
@@ -185,7 +190,13 @@ describe("settleRental", () => {
     const lease = renting();
     const creates = [
       noneCreate("no_capacity: no RTX 4090 left", { seq: 1, provider: "vast", offer_id: "vast:1" }),
-      machineCreate("pod2", { seq: 2, sent_at: iso(5), billed_from: iso(6), resolved_at: iso(8), price_per_hour: 0.74 }),
+      machineCreate("pod2", {
+        seq: 2,
+        sent_at: iso(5),
+        billed_from: iso(6),
+        resolved_at: iso(8),
+        price_per_hour: 0.74,
+      }),
     ];
     const settled = settleRental(lease, creates, answered(), at(10), settle);
     expect(settled).toEqual({
@@ -230,14 +241,26 @@ describe("settleRental", () => {
       settle,
     );
     // 0.69 × 80/60; one create: no attempts.
-    expect(settled.patch).toMatchObject({ price_per_hour: 0.69, expected_cost: 0.92, rented_at: iso(9), attempts: null });
+    expect(settled.patch).toMatchObject({
+      price_per_hour: 0.69,
+      expected_cost: 0.92,
+      rented_at: iso(9),
+      attempts: null,
+    });
   });
 
   it("takes the offer's facts: VRAMfarm bills from running, 15 minutes at least, in EUR", () => {
     const lease = renting();
     const settled = settleRental(
       lease,
-      [machineCreate("srv1", { provider: "vramfarm", offer_id: "vramfarm:4090", offer: farmOffer, price_per_hour: 0.55 })],
+      [
+        machineCreate("srv1", {
+          provider: "vramfarm",
+          offer_id: "vramfarm:4090",
+          offer: farmOffer,
+          price_per_hour: 0.55,
+        }),
+      ],
       answered(),
       at(10),
       settle,
@@ -304,7 +327,10 @@ describe("settleRental", () => {
         ]),
       },
       events: [
-        { kind: "stopped", detail: "rent_failed: no offer could be rented; every create was answered, none made a machine" },
+        {
+          kind: "stopped",
+          detail: "rent_failed: no offer could be rented; every create was answered, none made a machine",
+        },
       ],
       teardownNow: false,
     });
@@ -378,7 +404,7 @@ describe("settleRental", () => {
     });
     expect(settled.events).toEqual([
       { kind: "machine_found", detail: "found srv3 at vramfarm" },
-      { kind: "stop_requested", detail: "error: the rental did not complete; tearing its machine down" },
+      { kind: "stop_requested", detail: "rent_failed: the rental did not complete; tearing its machine down" },
     ]);
     expect(settled.teardownNow).toBe(true);
   });
@@ -400,9 +426,9 @@ describe("settleRental", () => {
 
   // The request answered that nothing was rented ("the lease is being torn down"), yet a machine
   // of one of its creates is on record by then (the reaper handed a labelled machine to the
-  // keeper while the request was still trying offers): the lease is settled as rented and runs
-  // to its caps, against what the caller was told.
-  it.fails("BUG: a request that answered 'not rented' while a create's machine is on record leaves it running", () => {
+  // keeper while the request was still trying offers): it is recorded and torn down, as the
+  // caller was told, never run behind a refusal (a retrying caller would pay twice).
+  it("a request that answered 'not rented' while a create's machine is on record: the machine is torn down", () => {
     const error = "the rental's outcome is unknown: HTTP 502; the label lookup failed: HTTP 500";
     const creates = [
       machineCreate("pod1", { seq: 1, detail: "found by the keeper's lookup" }),
@@ -410,7 +436,7 @@ describe("settleRental", () => {
     ];
     const settled = settleRental(renting(), creates, answered(error), at(60), settle);
     expect(settled.patch.provider_ref).toBe("pod1");
-    expect(settled.patch.status).toBe("stopping");
+    expect(settled.patch).toMatchObject({ status: "stopping", stop_reason: "rent_failed", error });
     expect(settled.teardownNow).toBe(true);
   });
 });
