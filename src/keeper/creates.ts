@@ -13,6 +13,9 @@ import { CONFIRM_GONE_MS, type KeeperSettings, reterminateAfterMs } from "./deci
 
 type Lease = Pick<LeaseRow, "provider" | "provider_ref" | "currency">;
 
+/** How soon an unresolved create whose lookup was due (and did not settle it) is looked up again. */
+export const LOOKUP_RETRY_MS = 15_000;
+
 /**
  * The unresolved creates whose lookup is due, oldest first; `labelled` providers answer one
  * lookup for all of a lease's creates there, so only the first due create of each is kept.
@@ -100,9 +103,10 @@ export function nextCreateWorkAt(
   now: number,
   s: KeeperSettings,
 ): number | null {
+  // A due create whose lookup failed is looked up again at a gentler pace than a teardown's.
   const times = creates
     .filter((c) => c.resolution === "unresolved")
-    .map((c) => Math.max(ms(c.sent_at) + s.rentWindowMs, now + s.verifyIntervalMs));
+    .map((c) => Math.max(ms(c.sent_at) + s.rentWindowMs, now + Math.max(s.verifyIntervalMs, LOOKUP_RETRY_MS)));
   for (const stray of openStrays(lease, creates))
     times.push(now + (stray.gone_reads > 0 ? CONFIRM_GONE_MS : s.verifyIntervalMs));
   return times.length ? Math.min(...times) : null;

@@ -2,6 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import { loadSettings } from "../config";
 import {
   type CreateRecord,
+  CreateRecordSchema,
   claimMachine,
   type FoundMachine,
   listCreates,
@@ -10,7 +11,7 @@ import {
   resolveNone,
   strayUpdateStatement,
 } from "../leases/creates";
-import { appendEvents, getLease, type LeaseRow, type NewEvent, updateLeaseIf } from "../leases/ledger";
+import { appendEvents, getLease, type LeaseRow, LeaseRowSchema, type NewEvent, updateLeaseIf } from "../leases/ledger";
 import { claimFound, lookupMachines } from "../leases/lookup";
 import { type RentEnd, rentalConcluded, settleRental } from "../leases/rental";
 import type { LeaseStatus, StopReason } from "../leases/schema";
@@ -223,12 +224,13 @@ export class LeaseKeeper extends DurableObject<Env> {
    * then its own machine: a poll or a cap for an active lease, a teardown step for a stopping one.
    */
   private async step(services: Services, leaseId: string): Promise<void> {
-    let lease = await getLease(services.db, leaseId);
-    if (!lease || lease.status === "stopped") return;
+    const loaded = await leaseWithCreates(services.db, leaseId);
+    if (!loaded || loaded.lease.status === "stopped") return;
     const s = keeperSettings(services.config);
     const now = services.clock();
-    const creates = await this.workCreates(services, s, lease, await listCreates(services.db, leaseId), now);
-    lease = (await getLease(services.db, leaseId)) ?? lease;
+    const worked = await this.workCreates(services, s, loaded.lease, loaded.creates, now);
+    const { creates } = worked;
+    const lease = worked.lease;
     const loop = loopFor(lease, await this.loop());
     const provider = lease.provider ? services.providers.get(lease.provider) : null;
     const createWorkAt = nextCreateWorkAt(lease, creates, now, s);
@@ -317,9 +319,12 @@ export class LeaseKeeper extends DurableObject<Env> {
         return;
       }
       // Whether a machine exists is not known yet: flag it once the window passes, keep looking.
+      // Nothing can be learnt before the next create's lookup is due (or the rent window ends).
       const decision = unresolvedDecision(lease, loop, now, s);
       await this.apply(services, lease, decision, now);
-      await this.armAt(earliest(decision.nextAlarmAt ?? now + s.verifyIntervalMs, createWorkAt));
+      const windowEnd = ms(lease.created_at) + s.rentWindowMs;
+      const wake = createWorkAt ?? (now < windowEnd ? windowEnd : (decision.nextAlarmAt ?? now + s.verifyIntervalMs));
+      await this.armAt(Math.max(wake, now + 1000));
       return;
     }
     // Provisioning and the request is still renting: look again when its window may end.
@@ -338,7 +343,7 @@ export class LeaseKeeper extends DurableObject<Env> {
     lease: LeaseRow,
     creates: CreateRecord[],
     now: number,
-  ): Promise<CreateRecord[]> {
+  ): Promise<{ lease: LeaseRow; creates: CreateRecord[] }> {
     let calls = CREATE_CALLS_PER_ALARM;
     let changed = false;
     const events: NewEvent[] = [];
@@ -388,13 +393,17 @@ export class LeaseKeeper extends DurableObject<Env> {
       await services.db.batch(statements);
       creates = await listCreates(services.db, lease.id);
       const cost = straysCostIn(lease, creates, (c) => c.offer.currency ?? currencyOf(services, c.provider), s.eurUsd);
-      if (cost !== lease.strays_cost) await updateLeaseIf(services.db, lease.id, [lease.status], { strays_cost: cost });
+      if (cost !== lease.strays_cost)
+        lease =
+          (await updateLeaseIf(services.db, lease.id, [lease.status], { strays_cost: cost })) ??
+          (await getLease(services.db, lease.id)) ??
+          lease;
     }
     if (events.length > 0) {
       await appendEvents(services.db, lease.id, iso(now), events);
       if (announces(events)) this.ctx.waitUntil(services.outbox.wake());
     }
-    return creates;
+    return { lease, creates };
   }
 
   /** One lookup for `create` (at a labelled provider: for all the lease's creates there). */
@@ -563,6 +572,8 @@ export class LeaseKeeper extends DurableObject<Env> {
     now: number,
   ): Promise<LeaseRow | null> {
     const from: LeaseStatus[] = [lease.status];
+    // Nothing to write: the row as read (a stop that lands meanwhile arms its own alarm).
+    if (Object.keys(patch).length === 0 && events.length === 0) return lease;
     const row = await updateLeaseIf(services.db, lease.id, from, patch);
     if (!row) return null;
     await appendEvents(services.db, lease.id, iso(now), events);
@@ -625,6 +636,23 @@ function currentVerifiedGone(lease: LeaseRow, creates: readonly CreateRecord[]):
   return creates.some(
     (c) => c.provider === lease.provider && c.provider_ref === lease.provider_ref && c.gone_at !== null,
   );
+}
+
+/** The lease and its create records, in one round trip. */
+async function leaseWithCreates(
+  db: D1Database,
+  leaseId: string,
+): Promise<{ lease: LeaseRow; creates: CreateRecord[] } | null> {
+  const [leaseRows, createRows] = await db.batch([
+    db.prepare("SELECT * FROM leases WHERE id = ?").bind(leaseId),
+    db.prepare("SELECT * FROM lease_creates WHERE lease_id = ? ORDER BY seq").bind(leaseId),
+  ]);
+  const row = leaseRows?.results[0];
+  if (!row) return null;
+  return {
+    lease: LeaseRowSchema.parse(row),
+    creates: (createRows?.results ?? []).map((c) => CreateRecordSchema.parse(c)),
+  };
 }
 
 function settings(services: Services) {

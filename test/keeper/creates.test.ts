@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   decideStray,
+  LOOKUP_RETRY_MS,
   lookupsDue,
   nextCreateWorkAt,
   openStrays,
@@ -193,10 +194,10 @@ describe("decideStray", () => {
 });
 
 describe("nextCreateWorkAt", () => {
-  it("an unresolved create: when its lookup is due, never sooner than the verify interval", () => {
+  it("an unresolved create: when its lookup is due, then again at the lookup pace (never sooner)", () => {
     const creates = [machineCreate("m1"), createRecord({ seq: 2, sent_at: iso(0) })];
     expect(nextCreateWorkAt(lease, creates, at(30), settings)).toBe(at(120));
-    expect(nextCreateWorkAt(lease, creates, at(200), settings)).toBe(at(205));
+    expect(nextCreateWorkAt(lease, creates, at(200), settings)).toBe(at(200) + LOOKUP_RETRY_MS);
   });
 
   it("an open stray: a second after its first gone read, else at the verify interval", () => {
