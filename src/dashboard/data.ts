@@ -1,4 +1,5 @@
 import { hasScope } from "../auth/middleware";
+import { listCreates } from "../leases/creates";
 import { getLease, type LeaseRow, listLeases } from "../leases/ledger";
 import type { Caller, Services } from "../services";
 import { type LeaseView, leaseView } from "./leases-view";
@@ -19,6 +20,11 @@ export async function leaseRow(services: Services, leaseId: string): Promise<Lea
 export function views(rows: readonly LeaseRow[], services: Services): LeaseView[] {
   const now = services.clock();
   return rows.map((row) => leaseView(row, now, services.config));
+}
+
+/** One lease's view with its create records, for its own page. */
+export async function detailView(row: LeaseRow, services: Services): Promise<LeaseView> {
+  return leaseView(row, services.clock(), services.config, await listCreates(services.db, row.id));
 }
 
 /** Lease pages read the ledger directly: the same rule as the API's GET routes applies. */

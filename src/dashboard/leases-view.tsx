@@ -1,5 +1,6 @@
 import { hasScope } from "../auth/middleware";
 import type { Config } from "../config";
+import type { CreateRecord } from "../leases/creates";
 import { type LeaseRow, toLease } from "../leases/ledger";
 import { billedFrom, costCapAt, timeCapAt, timeCost } from "../leases/pricing";
 import type { Lease, LeaseEvent } from "../leases/schema";
@@ -24,7 +25,12 @@ export interface LeaseView {
   now: number;
 }
 
-export function leaseView(row: LeaseRow, now: number, config: Config): LeaseView {
+export function leaseView(
+  row: LeaseRow,
+  now: number,
+  config: Config,
+  creates: readonly CreateRecord[] = [],
+): LeaseView {
   const active = row.status === "provisioning" || row.status === "running";
   const billing = active && billedFrom(row) !== null && Boolean(row.price_per_hour);
   const costNow = billing ? Math.max(row.cost, timeCost(row, now)) : row.cost;
@@ -39,8 +45,8 @@ export function leaseView(row: LeaseRow, now: number, config: Config): LeaseView
   const startDeadline =
     row.status === "provisioning" ? Date.parse(row.created_at) + config.startTimeoutMin * 60_000 : null;
   return {
-    // The dashboard's lease views show no create records (the API's lease does).
-    lease: toLease(row, []),
+    // Only a lease's own page shows its create records (the lists do not load them).
+    lease: toLease(row, creates),
     costNow: costCap === null ? costNow : Math.min(costNow, Math.max(costCap, row.cost)),
     billing,
     costCap,

@@ -4,7 +4,7 @@ import { resumeSession } from "../auth/sessions";
 import { leasesWithUnresolvedCreates } from "../leases/creates";
 import { listEvents } from "../leases/ledger";
 import { readSessionCookie } from "./cookie";
-import { activeRows, leaseRow, recentStoppedRows, views } from "./data";
+import { activeRows, detailView, leaseRow, recentStoppedRows, views } from "./data";
 import type { DashEnv } from "./env";
 import { Alarms, EventItem } from "./leases-view";
 import { LeaseDetail, LeaseLists } from "./pages/leases";
@@ -51,11 +51,14 @@ export function liveStream(c: Context<DashEnv>) {
       if (leaseId) {
         const row = await leaseRow(services, leaseId);
         if (!row) break;
-        const [view] = views([row], services);
-        if (view) {
-          const html = await renderHtml(<LeaseDetail view={view} caller={session.caller} csrf={session.csrf} />);
-          await send("lease", "lease-detail", html, signatureOf([row], "lease"));
-        }
+        const view = await detailView(row, services);
+        const html = await renderHtml(<LeaseDetail view={view} caller={session.caller} csrf={session.csrf} />);
+        await send(
+          "lease",
+          "lease-detail",
+          html,
+          `${signatureOf([row], "lease")}:${JSON.stringify(view.lease.creates)}`,
+        );
         for (const event of await listEvents(services.db, row.id, afterSeq, 100)) {
           const html = await renderHtml(<EventItem event={event} />);
           await stream.writeSSE({

@@ -17,7 +17,7 @@ import type { Schedule } from "../schedules/schema";
 import { type ApiAnswer, type ApiProblem, callApi } from "./api";
 import { CLIENT_SCRIPT, STYLE } from "./assets";
 import { clearSessionCookie, writeSessionCookie } from "./cookie";
-import { activeRows, canRead, leaseRow, recentStoppedRows, views } from "./data";
+import { activeRows, canRead, detailView, leaseRow, recentStoppedRows, views } from "./data";
 import type { ApiFetch, DashEnv } from "./env";
 import { crossSite, requireSameSiteForm, requireSession, safeNext } from "./guard";
 import { Alarms } from "./leases-view";
@@ -202,7 +202,7 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
         </p>,
       );
     }
-    const [view] = views([row], services);
+    const view = await detailView(row, services);
     const events = await listEvents(services.db, row.id);
     const last = events[events.length - 1];
     return page(

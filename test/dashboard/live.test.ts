@@ -46,6 +46,16 @@ describe("alarms at the top of every page", () => {
       expect(alarms, path).toContain("Rental unresolved");
       expect(alarms, path).toContain(`/leases/${unresolved}`);
     }
+    // The lease's own page lists its creates, the unresolved one said as such.
+    const detail = await (await browse(`/leases/${unresolved}`, { cookie })).text();
+    const creates = detail.slice(
+      detail.indexOf("<dt>Creates</dt>"),
+      detail.indexOf("</ol>", detail.indexOf("<dt>Creates</dt>")),
+    );
+    expect(creates).toContain("sim:");
+    expect(creates).toContain("unresolved: gpulease is looking for its machine");
+    const rented = await (await browse(`/leases/${unverified}`, { cookie })).text();
+    expect(rented).toMatch(/→ machine <code class="small">sim-[^<]+<\/code><span class="muted"> \(the lease/);
     await env.DB.prepare("UPDATE leases SET status = 'stopped' WHERE id IN (?, ?)").bind(unverified, unresolved).run();
     const calm = await (await browse("/", { cookie })).text();
     expect(calm.slice(calm.indexOf('id="alarms"'), calm.indexOf('id="main"'))).not.toContain("Teardown not verified");

@@ -104,6 +104,7 @@ legend { font-weight: 600; font-size: 0.9rem; padding: 0 0.25rem; }
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 0.4rem 1.25rem; margin: 0; }
 dl.facts dt { color: var(--muted); }
 dl.facts dd { margin: 0; }
+dl.facts ol.creates { margin: 0; padding-left: 1.25rem; }
 .cards-grid { display: grid; gap: 1rem; grid-template-columns: repeat(auto-fit, minmax(15rem, 1fr)); margin-bottom: 1.25rem; }
 .figure { font-size: 1.6rem; font-weight: 700; font-variant-numeric: tabular-nums; }
 meter { width: 100%; height: 0.9rem; }

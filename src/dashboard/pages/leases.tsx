@@ -1,5 +1,5 @@
 import { hasScope } from "../../auth/middleware";
-import type { LeaseEvent } from "../../leases/schema";
+import type { Lease, LeaseEvent } from "../../leases/schema";
 import type { Caller } from "../../services";
 import { money } from "../format";
 import {
@@ -175,6 +175,14 @@ export function LeaseDetail({ view, caller, csrf }: { view: LeaseView; caller: C
             <dd class="bad">{lease.error}</dd>
           </>
         ) : null}
+        {lease.creates.length ? (
+          <>
+            <dt>Creates</dt>
+            <dd>
+              <CreateList creates={lease.creates} current={lease.provider_ref} />
+            </dd>
+          </>
+        ) : null}
       </dl>
       {stoppable && hasScope(caller, "stop") ? (
         <p>
@@ -182,6 +190,36 @@ export function LeaseDetail({ view, caller, csrf }: { view: LeaseView; caller: C
         </p>
       ) : null}
     </div>
+  );
+}
+
+/** Every create sent for the lease, with what became of it: an unresolved one may still bill. */
+function CreateList({ creates, current }: { creates: Lease["creates"]; current: string | null }) {
+  return (
+    <ol class="creates">
+      {creates.map((c) => (
+        <li>
+          <code class="small">{c.offer_id}</code>{" "}
+          {c.resolution === "machine" ? (
+            <span>
+              → machine <code class="small">{c.provider_ref}</code>
+              {c.provider_ref === current ? (
+                <span class="muted"> (the lease's)</span>
+              ) : (
+                <span class="muted"> (torn down too)</span>
+              )}
+            </span>
+          ) : c.resolution === "none" ? (
+            <span class="muted">→ no machine</span>
+          ) : (
+            <span class="bad">→ unresolved: gpulease is looking for its machine</span>
+          )}{" "}
+          <span class="muted small">
+            sent <Time at={c.sent_at} />
+          </span>
+        </li>
+      ))}
+    </ol>
   );
 }
 
