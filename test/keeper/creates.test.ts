@@ -8,28 +8,17 @@ import {
   straysCostIn,
   strayTerminateDue,
 } from "../../src/keeper/creates";
-import type { KeeperSettings } from "../../src/keeper/decide";
 import { type CreateRecord, isStray } from "../../src/leases/creates";
 import type { MachineStatus, ProviderName } from "../../src/providers/types";
 import { createRecord, machineCreate, noneCreate } from "../support/create-record";
+import { keeperTestSettings } from "../support/keeper-settings";
 import { leaseRow } from "../support/lease-row";
 
 const T0 = Date.parse("2031-03-01T00:00:00Z");
 const at = (seconds: number) => T0 + seconds * 1000;
 const iso = (seconds: number) => new Date(at(seconds)).toISOString();
 
-const settings: KeeperSettings = {
-  pollIntervalMs: 10_000,
-  verifyIntervalMs: 5_000,
-  reterminateIntervalMs: 30_000,
-  startTimeoutMs: 20 * 60_000,
-  unverifiedAfterMs: 10 * 60_000,
-  slowVerifyMs: 60_000,
-  beatMs: 60_000,
-  rentWindowMs: 120_000,
-  eurUsd: 1.08,
-  startTimeoutMin: 20,
-};
+const settings = keeperTestSettings;
 
 /** A running lease at RunPod on machine m1. */
 const lease = leaseRow({ provider: "runpod", provider_ref: "m1", currency: "USD" });

@@ -4,7 +4,6 @@ import {
   decideAfterPoll,
   decideTeardown,
   initialLoopState,
-  type KeeperSettings,
   type LoopState,
   loopFor,
   nextPollAt,
@@ -13,24 +12,14 @@ import {
 import type { LeaseRow } from "../../src/leases/ledger";
 import { billedFrom, costCapAt, timeCost } from "../../src/leases/pricing";
 import type { MachineStatus } from "../../src/providers/types";
+import { keeperTestSettings } from "../support/keeper-settings";
 import { leaseRow } from "../support/lease-row";
 
 const T0 = Date.parse("2030-05-01T10:00:00Z");
 const at = (seconds: number) => T0 + seconds * 1000;
 const iso = (seconds: number) => new Date(at(seconds)).toISOString();
 
-const settings: KeeperSettings = {
-  pollIntervalMs: 10_000,
-  verifyIntervalMs: 5_000,
-  reterminateIntervalMs: 30_000,
-  startTimeoutMs: 20 * 60_000,
-  unverifiedAfterMs: 10 * 60_000,
-  slowVerifyMs: 60_000,
-  beatMs: 60_000,
-  rentWindowMs: 120_000,
-  eurUsd: 1.08,
-  startTimeoutMin: 20,
-};
+const settings = keeperTestSettings;
 
 /** A provisioning Ollama lease at RunPod, rented at 1 ms. */
 const lease = (overrides: Partial<LeaseRow> = {}): LeaseRow =>
