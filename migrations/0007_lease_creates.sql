@@ -59,6 +59,7 @@ SELECT
   NULL
 FROM leases l, json_each(l.creates) c
 WHERE l.creates IS NOT NULL;
+UPDATE lease_creates SET resolved_at = NULL WHERE resolution = 'unresolved';
 
 ALTER TABLE leases DROP COLUMN creates;
 
