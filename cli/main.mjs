@@ -40,6 +40,8 @@ function leaseOptions(command) {
     .addOption(new Option("--template <template>", "what runs on the machine").choices(["ollama", "custom"]))
     .option("--image <image>", "Docker image (custom template)")
     .option("--cmd <command>", "command to run (custom template)")
+    .option("--model <name>", "an Ollama model to pull, load and answer before the lease runs (qwen2.5:32b)")
+    .option("--context-length <n>", "the context the model must hold (with --model)", wholeNumber)
     .option("--name <name>", "a name for the lease");
 }
 
@@ -63,6 +65,8 @@ function leaseBody(o) {
       template: o.template,
       image: o.image,
       cmd: o.cmd,
+      model: o.model,
+      context_length: o.contextLength,
     }).filter(([, value]) => value !== undefined),
   );
 }
@@ -77,8 +81,10 @@ function leaseSummary(lease) {
     ["gpu", lease.gpu && `${lease.gpu_count ?? 1}× ${lease.gpu}`],
     ["price", lease.price_per_hour === null ? null : `${money(lease.price_per_hour, lease.currency)}/h`],
     ["cost", money(lease.cost, lease.currency)],
+    ["model", lease.model && `${lease.model.name}${lease.model.loaded_at ? " (loaded)" : ""}`],
     ["caps", `${lease.max_minutes} min${lease.max_cost ? `, ${lease.max_cost} USD` : ""}`],
     ["urls", (lease.access?.urls ?? []).join(" ")],
+    ["openai", lease.access?.openai_base_url ?? null],
     ["stop reason", lease.stop_reason],
     ["error", lease.error],
     ["created", lease.created_at],

@@ -127,7 +127,7 @@ export interface paths {
     get: operations["getSimState"];
   };
   "/v1/sim/config": {
-    /** Change boot, linger and ready times and switch faults (admin; only with ENABLE_SIM) */
+    /** Change boot, linger and ready times and the download speed, and switch faults (admin; only with ENABLE_SIM) */
     put: operations["configureSim"];
   };
   "/v1/sim/reset": {
@@ -241,6 +241,14 @@ export interface components {
       min_billed_minutes: number;
       /** @description lease templates this offer can run */
       templates: ("ollama" | "custom")[];
+      fits?: components["schemas"]["Fit"];
+    };
+    /** @description with `model`: how the model fits this offer */
+    Fit: {
+      /** @description weights + KV cache + overhead on this offer's cards */
+      vram_need_gb: number;
+      /** @description the offer's GPU memory left over */
+      headroom_gb: number;
     };
     ProviderFailure: {
       /** @enum {string} */
@@ -295,6 +303,7 @@ export interface components {
           host: string;
           port: number;
         } | null;
+        openai_base_url?: string | null;
       }) | null;
       error: string | null;
       stop_reason: components["schemas"]["StopReason"];
@@ -305,13 +314,26 @@ export interface components {
       stop_requested_at: string | null;
       stopped_at: string | null;
       teardown_verified_at: string | null;
+      model: components["schemas"]["LeaseModel"];
       /** @description every create sent for this lease, with its resolution; never stopped while one is unresolved */
       creates: components["schemas"]["LeaseCreate"][];
     };
     /** @enum {string} */
     LeaseStatus: "provisioning" | "running" | "stopping" | "stopped";
     /** @enum {string|null} */
-    StopReason: "requested" | "max_minutes" | "max_cost" | "job_done" | "start_timeout" | "budget" | "reaper" | "rent_failed" | null;
+    StopReason: "requested" | "max_minutes" | "max_cost" | "job_done" | "start_timeout" | "budget" | "reaper" | "rent_failed" | "start_failed" | null;
+    /** @description the model of a model lease; null otherwise */
+    LeaseModel: ({
+      /** @example qwen2.5:32b */
+      name: string;
+      /** @description the manifest's digest (the registry's, then the server's) */
+      digest: string | null;
+      weights_gb: number;
+      vram_need_gb: number | null;
+      context_length: number | null;
+      /** @description when a one-token generation of the model first answered */
+      loaded_at: string | null;
+    }) | null;
     LeaseCreate: {
       /** @enum {string} */
       provider: "runpod" | "vast" | "vramfarm" | "sim";
@@ -349,6 +371,11 @@ export interface components {
       };
       ports?: number[];
       disk_gb?: number;
+      /**
+       * @description ollama only: a model to pull, load and answer before the lease runs (`name:tag`, `namespace/name:tag`, `hf.co/<user>/<repo>:<quant>`)
+       * @example qwen2.5:32b
+       */
+      model?: string;
       /** @description ollama only */
       context_length?: number;
       max_minutes: number;
@@ -586,6 +613,7 @@ export interface components {
       boot_seconds: number;
       linger_seconds: number;
       ready_seconds: number;
+      download_mbs: number;
       credit_usd: number;
       stock_scale: number;
       faults: {
@@ -600,6 +628,11 @@ export interface components {
           reason: string;
         } | null;
         error_but_created: boolean;
+        pull_failure: {
+          error: string;
+          after_fraction: number;
+        } | null;
+        partial_gpu: number | null;
       };
     };
     SimMachine: {
@@ -630,6 +663,22 @@ export interface components {
       ports: number[];
       /** @description terminates it will still ignore */
       ignore_terminates: number;
+      /** @description its Ollama server (Ollama template only), at <origin>/sim/ollama/<ref> */
+      ollama: ({
+        /** @description what its start command pulls and loads */
+        model: string | null;
+        /** @description what the keeper's probe finds for that model now */
+        probe: {
+          /** @enum {string} */
+          phase: "down" | "pulling" | "loading" | "spilled" | "ready" | "failed";
+          completed?: number | null;
+          total?: number | null;
+          digest?: string;
+          size?: number;
+          size_vram?: number;
+          error?: string;
+        };
+      }) | null;
     };
     SimConfigPatch: {
       /**
@@ -644,9 +693,14 @@ export interface components {
       linger_seconds?: number;
       /**
        * @description Ollama answers this long after running
-       * @example 10
+       * @example 5
        */
       ready_seconds?: number;
+      /**
+       * @description how fast new machines download model weights, MB/s
+       * @example 250
+       */
+      download_mbs?: number;
       /** @description the account's credit; spend is subtracted */
       credit_usd?: number;
       /**
@@ -660,7 +714,9 @@ export interface components {
        *   "no_capacity": [
        *     "h100-sxm"
        *   ],
-       *   "ignore_terminates": 2
+       *   "ignore_terminates": 2,
+       *   "pull_failure": true,
+       *   "partial_gpu": 0.5
        * }
        */
       faults?: {
@@ -675,6 +731,11 @@ export interface components {
           reason?: string;
         };
         error_but_created?: boolean;
+        pull_failure?: boolean | null | string | {
+          error: string;
+          after_fraction?: number;
+        };
+        partial_gpu?: boolean | number;
       };
     };
     SimPlant: {
@@ -871,6 +932,10 @@ export interface operations {
         limit?: number;
         /** @description only offers that can run this lease template */
         template?: "ollama" | "custom";
+        /** @description only offers this Ollama model fits (sized from its registry manifest) */
+        model?: string;
+        /** @description the context the model must hold (with `model`); default the model's */
+        context_length?: number;
       };
     };
     responses: {
@@ -906,6 +971,12 @@ export interface operations {
       };
       /** @description `internal`: Unexpected failure (logged). */
       500: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `provider_error`: A provider failed in a way the caller must know. */
+      502: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
@@ -2006,7 +2077,7 @@ export interface operations {
       };
     };
   };
-  /** Change boot, linger and ready times and switch faults (admin; only with ENABLE_SIM) */
+  /** Change boot, linger and ready times and the download speed, and switch faults (admin; only with ENABLE_SIM) */
   configureSim: {
     requestBody: {
       content: {

@@ -16,6 +16,7 @@ import { reaperRoutes } from "./reaper/routes";
 import { createRouter } from "./router";
 import { scheduleRoutes } from "./schedules/routes";
 import { createServices, type Services } from "./services";
+import { simOllamaRoutes } from "./sim/ollama-routes";
 import { simRoutes } from "./sim/routes";
 import { VERSION } from "./version";
 import { webhookRoutes } from "./webhooks/routes";
@@ -89,6 +90,7 @@ export function createApp(options: AppOptions = {}) {
   app.route("/v1", accountRoutes);
   app.route("/v1", tokenRoutes);
   app.route("/v1", simRoutes);
+  app.route("/", simOllamaRoutes);
   app.route("/v1", webhookRoutes);
 
   app.openAPIRegistry.registerComponent("securitySchemes", "Bearer", {

@@ -58,12 +58,20 @@ const varsSchema = z.object({
   OFFERS_CACHE_S: wholeNumber(0, 3600).default(30),
   VAST_API_URL: httpUrl.default("https://console.vast.ai"),
   VRAMFARM_API_URL: httpUrl.default("https://vramfarm.com/api"),
+  OLLAMA_REGISTRY_URL: httpUrl.default("https://registry.ollama.ai"),
   RUNPOD_PROXY_TEMPLATE: z
     .string()
     .trim()
     .refine((v) => v.includes("{id}") && v.includes("{port}"), "must contain {id} and {port}")
     .default("https://{id}-{port}.proxy.runpod.net"),
   ENABLE_SIM: flag.default(false),
+  // A tag, never `latest`: a nightly run uses the same server as the night before.
+  OLLAMA_IMAGE: z
+    .string()
+    .trim()
+    .regex(/^[^\s:@]+(:[\w][\w.-]{0,127}|@sha256:[0-9a-f]{64})$/, "an image with a tag or digest")
+    .refine((v) => !v.endsWith(":latest"), "pin a tag: `latest` moves under a nightly run")
+    .default("ollama/ollama:0.32.15"),
   LABEL_PREFIX: z
     .string()
     .trim()
@@ -114,8 +122,11 @@ export interface Config {
   offersCacheS: number;
   vastApiUrl: string;
   vramfarmApiUrl: string;
+  /** where `registry.ollama.ai` model references are looked up (manifests, GGUF headers); docs/models.md */
+  ollamaRegistryUrl: string;
   runpodProxyTemplate: string;
   enableSim: boolean;
+  ollamaImage: string;
   labelPrefix: string;
   pollIntervalS: number;
   verifyIntervalS: number;
@@ -159,8 +170,10 @@ function toConfig(v: Vars): Config {
     offersCacheS: v.OFFERS_CACHE_S,
     vastApiUrl: v.VAST_API_URL,
     vramfarmApiUrl: v.VRAMFARM_API_URL,
+    ollamaRegistryUrl: v.OLLAMA_REGISTRY_URL,
     runpodProxyTemplate: v.RUNPOD_PROXY_TEMPLATE,
     enableSim: v.ENABLE_SIM,
+    ollamaImage: v.OLLAMA_IMAGE,
     labelPrefix: v.LABEL_PREFIX,
     pollIntervalS: v.POLL_INTERVAL_S,
     verifyIntervalS: v.VERIFY_INTERVAL_S,

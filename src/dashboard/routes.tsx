@@ -390,6 +390,7 @@ const RENT_FIELD_NAMES = [
   "template",
   "image",
   "cmd",
+  "model",
   "max_minutes",
   "max_cost",
 ] as const satisfies readonly (keyof RentFields)[];
@@ -415,6 +416,7 @@ function leaseBody(fields: RentFields): Record<string, unknown> {
     template: fields.template,
     image: fields.image,
     cmd: fields.cmd,
+    model: fields.model,
     max_minutes: number(fields.max_minutes),
     max_cost: number(fields.max_cost),
   };
@@ -443,6 +445,8 @@ async function chooseOffer(
   }
   if (fields.gpu && !fields.offer_id) query.set("gpu", fields.gpu);
   if (fields.vram_gb && !fields.offer_id) query.set("vram_gb", fields.vram_gb);
+  // A model narrows the offers to those it fits (and a malformed or unknown one is said here).
+  if (fields.model && fields.template !== "custom") query.set("model", fields.model);
   const answer = await listOffers(`/v1/offers?${query}`);
   if (!answer.ok) return { problem: answer.problem };
   const template = fields.template === "custom" ? "custom" : "ollama";

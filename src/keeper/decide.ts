@@ -7,7 +7,7 @@ import type { LeasePatch, LeaseRow, NewEvent } from "../leases/ledger";
 import { costCapAt, reservationUsd, roundMoney, timeCapAt, timeCost, toUsd } from "../leases/pricing";
 import type { StopReason } from "../leases/schema";
 import { iso, ms } from "../lib/time";
-import type { MachineStatus } from "../providers/types";
+import type { MachineStatus, OllamaProbe } from "../providers/types";
 
 export interface KeeperSettings {
   pollIntervalMs: number;
@@ -132,11 +132,22 @@ export function currentCost(lease: LeaseRow, loop: LoopState, now: number, repor
   return roundMoney(Math.max(lease.cost, computed, reportedCost ?? 0));
 }
 
+/**
+ * When a provisioning lease gives up: START_TIMEOUT_MIN after it was written, plus the time its
+ * model's weights take to arrive at the rented offer (a 40 GB download is not a stuck start).
+ */
+export function startDeadline(
+  lease: Pick<LeaseRow, "created_at" | "spec">,
+  s: Pick<KeeperSettings, "startTimeoutMs">,
+): number {
+  return ms(lease.created_at) + s.startTimeoutMs + (lease.spec.download_s ?? 0) * 1000;
+}
+
 /** The first cap moment of an active lease (time, cost, or the start timeout). */
 export function nextCapAt(lease: LeaseRow, loop: LoopState, s: KeeperSettings): number | null {
   const moments = [costCapAt(lease, loop.trafficCost, s.eurUsd)];
   if (lease.status === "running") moments.push(timeCapAt(lease));
-  if (lease.status === "provisioning") moments.push(ms(lease.created_at) + s.startTimeoutMs);
+  if (lease.status === "provisioning") moments.push(startDeadline(lease, s));
   const known = moments.filter((m): m is number => m !== null);
   return known.length ? Math.min(...known) : null;
 }
@@ -149,10 +160,10 @@ export function capReached(lease: LeaseRow, loop: LoopState, now: number, s: Kee
       return { reason: "max_minutes", error: null, detail: `max_minutes (${lease.max_minutes}) reached` };
     }
   }
-  if (lease.status === "provisioning" && now >= ms(lease.created_at) + s.startTimeoutMs) {
+  if (lease.status === "provisioning" && now >= startDeadline(lease, s)) {
     return {
       reason: "start_timeout",
-      error: `the machine did not start within ${Math.round(s.startTimeoutMs / 60_000)} minutes`,
+      error: `the machine did not start within ${Math.round((startDeadline(lease, s) - ms(lease.created_at)) / 60_000)} minutes`,
       detail: "start timeout reached",
     };
   }
@@ -178,8 +189,9 @@ export function decideCap(lease: LeaseRow, loop: LoopState, cause: StopCause, no
 export type PollResult =
   | {
       ok: true;
-      status: MachineStatus /** null when not asked (not running yet, or not Ollama) */;
-      ollamaReady: boolean | null;
+      status: MachineStatus;
+      /** how far the Ollama server is; null when not asked (not running yet, or not Ollama) */
+      probe: OllamaProbe | null;
     }
   | { ok: false; error: string };
 
@@ -282,10 +294,33 @@ function decideFromPoll(lease: LeaseRow, loop: LoopState, poll: PollResult, now:
   if (status.access && JSON.stringify(status.access) !== JSON.stringify(lease.access)) patch.access = status.access;
 
   if (lease.status === "provisioning") {
-    const up = status.state === "running" && (lease.template !== "ollama" || poll.ollamaReady === true);
+    const probe = lease.template === "ollama" && status.state === "running" ? poll.probe : null;
+    const unusable = probe ? modelFailure(probe) : null;
+    if (unusable) {
+      // The model cannot serve from this machine: nothing more is paid for it.
+      const cause: StopCause = { reason: "start_failed", error: unusable, detail: unusable };
+      return {
+        patch: { ...patch, ...stoppingPatch(lease, nextLoop, cause, now), cost },
+        events: [{ kind: "start_failed", detail: unusable }],
+        loop: nextLoop,
+        nextAlarmAt: now,
+        teardownNow: true,
+      };
+    }
+    const up = status.state === "running" && (lease.template !== "ollama" || probe?.phase === "ready");
     if (up) {
       patch.status = "running";
       patch.running_at = iso(now);
+      if (lease.spec.model && probe?.phase === "ready")
+        patch.spec = {
+          ...lease.spec,
+          // The server's own digest of what it loaded (`/api/tags` gives the hex alone).
+          model: {
+            ...lease.spec.model,
+            digest: probe.digest ? `sha256:${probe.digest.replace(/^sha256:/, "")}` : lease.spec.model.digest,
+            loaded_at: iso(now),
+          },
+        };
       events.push({ kind: "running", detail: status.access?.urls.length ? status.access.urls.join(" ") : null });
       nextLoop = { ...nextLoop, lastSeen: "running" };
       const runningLease: LeaseRow = {
@@ -301,19 +336,27 @@ function decideFromPoll(lease: LeaseRow, loop: LoopState, poll: PollResult, now:
         teardownNow: false,
       };
     }
-    const summary =
-      status.state === "running"
-        ? "waiting_for_ollama"
-        : status.state === "booting"
-          ? "booting"
-          : `state:${status.state}`;
-    const detail =
-      summary === "waiting_for_ollama"
-        ? "the container runs; waiting for the Ollama server to answer"
-        : status.state === "booting"
-          ? "the provider accepted the machine; waiting for the container"
-          : "the provider's status is unclear; still waiting";
-    nextLoop = { ...nextLoop, lastSeen: seen(summary, { kind: summary === "booting" ? "booting" : summary, detail }) };
+    const phase = probe && probe.phase !== "down" ? modelPhase(probe) : null;
+    if (phase) {
+      nextLoop = { ...nextLoop, lastSeen: seen(phase.summary, phase.event) };
+    } else {
+      const summary =
+        status.state === "running"
+          ? "waiting_for_ollama"
+          : status.state === "booting"
+            ? "booting"
+            : `state:${status.state}`;
+      const detail =
+        summary === "waiting_for_ollama"
+          ? "the container runs; waiting for the Ollama server to answer"
+          : status.state === "booting"
+            ? "the provider accepted the machine; waiting for the container"
+            : "the provider's status is unclear; still waiting";
+      nextLoop = {
+        ...nextLoop,
+        lastSeen: seen(summary, { kind: summary === "booting" ? "booting" : summary, detail }),
+      };
+    }
   } else {
     nextLoop = {
       ...nextLoop,
@@ -350,6 +393,35 @@ function decideFromPoll(lease: LeaseRow, loop: LoopState, poll: PollResult, now:
     };
   }
   return { patch, events, loop: nextLoop, nextAlarmAt: nextPollAt(updated, nextLoop, now, s), teardownNow: false };
+}
+
+/** A probe that ends the lease: the pull failed, or the model spilled out of GPU memory. */
+export function modelFailure(probe: OllamaProbe): string | null {
+  if (probe.phase === "failed") return `the model could not be pulled or loaded: ${probe.error}`;
+  if (probe.phase === "spilled") {
+    const gb = (bytes: number) => (bytes / 1e9).toFixed(1);
+    return `the model does not fit in GPU memory: ${gb(probe.size_vram)} of ${gb(probe.size)} GB on the GPU, the rest on the CPU`;
+  }
+  return null;
+}
+
+/** The event for a model on its way (pulling with progress in 10 % steps, loading), or null. */
+export function modelPhase(probe: OllamaProbe): { summary: string; event: NewEvent } | null {
+  if (probe.phase === "pulling") {
+    const share = probe.total ? Math.min(1, (probe.completed ?? 0) / probe.total) : null;
+    const step = share === null ? "?" : String(Math.floor(share * 10) * 10);
+    const detail =
+      share === null
+        ? "the server is pulling the model"
+        : `${(((probe.completed ?? 0) as number) / 1e9).toFixed(1)} of ${(probe.total! / 1e9).toFixed(1)} GB (${step} %)`;
+    return { summary: `pulling:${step}`, event: { kind: "pulling", detail } };
+  }
+  if (probe.phase === "loading")
+    return {
+      summary: "loading",
+      event: { kind: "loading", detail: "the model is pulled; loading it into GPU memory" },
+    };
+  return null;
 }
 
 /** The next look at an active lease: the poll or the beat, or a cap moment if sooner. */

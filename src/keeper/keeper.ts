@@ -17,7 +17,7 @@ import { type RentEnd, rentalConcluded, settleRental } from "../leases/rental";
 import type { LeaseStatus, StopReason } from "../leases/schema";
 import { iso, ms } from "../lib/time";
 import { scrubError } from "../providers/scrub";
-import type { Provider, ProviderName } from "../providers/types";
+import type { OllamaProbe, Provider, ProviderName } from "../providers/types";
 import { createServices, type Services } from "../services";
 import { announces } from "../webhooks/outbox";
 import type { ClaimResult, SettleReport, StopResult } from "./client";
@@ -468,12 +468,13 @@ export class LeaseKeeper extends DurableObject<Env> {
     const ref = lease.provider_ref as string;
     try {
       const status = await provider.status(ref);
-      let ollamaReady: boolean | null = null;
       if (lease.status === "provisioning" && lease.template === "ollama" && status.state === "running") {
-        ollamaReady = await provider.ollamaReady(ref, status).catch(() => false);
-        return { result: { ok: true, status, ollamaReady }, calls: 2 };
+        const probe = await provider
+          .ollamaProbe(ref, status, lease.spec.model?.name ?? null)
+          .catch((): OllamaProbe => ({ phase: "down" }));
+        return { result: { ok: true, status, probe }, calls: 2 };
       }
-      return { result: { ok: true, status, ollamaReady }, calls: 1 };
+      return { result: { ok: true, status, probe: null }, calls: 1 };
     } catch (error) {
       return { result: { ok: false, error: this.safeMessage(services, error) }, calls: 1 };
     }

@@ -22,11 +22,12 @@ import {
   toLease,
 } from "./ledger";
 import { claimFound, lookupMachines } from "./lookup";
+import { fitOn, type ModelSizing, type StoredModel, sizeModel } from "./model-sizing";
 import type { WorstCaseBilling } from "./pricing";
 import { withinProviderLimits } from "./provider-limits";
 import { type RentOutcome, RentRefusal } from "./refusal";
 import { attemptsOf, type PlannedOffer, planRental } from "./rental";
-import type { LeaseInput, RESERVED_ENV_PREFIX } from "./schema";
+import type { LeaseInput } from "./schema";
 
 /** Offers tried per request, and the time they may take (an HTTP request has about 30 s). */
 export const MAX_RENT_ATTEMPTS = 5;
@@ -35,7 +36,6 @@ export const RENT_DEADLINE_MS = 15_000;
 const LABEL_LOOKUP_RETRY_MS = 1_500;
 
 const LOCAL_ORIGIN = "http://localhost:8787";
-const OLLAMA_IMAGE = "ollama/ollama:latest";
 
 export interface CreateOptions {
   /** the caller's key; scoped to the token (or to `idempotencyScope`) before it is stored */
@@ -65,7 +65,11 @@ export async function createLease(services: Services, input: LeaseInput, options
     if (existing) return { ok: true, lease: await leaseView(services, existing), created: false };
   }
 
-  const candidates = await candidateOffers(services, input);
+  // A model lease is sized by its model (registry manifest and GGUF header), not by the caller.
+  const sizing = await sizeModel(services, input);
+  if (sizing instanceof RentRefusal) return { ok: false, refusal: sizing };
+  if (sizing) input = sizedInput(input, sizing);
+  const candidates = await candidateOffers(services, input, sizing);
   if (candidates instanceof RentRefusal) return { ok: false, refusal: candidates };
   const allowed = withinProviderLimits(services, input, candidates);
   if (allowed instanceof RentRefusal) return { ok: false, refusal: allowed };
@@ -94,7 +98,7 @@ export async function createLease(services: Services, input: LeaseInput, options
       name: input.name ?? null,
       label,
       template: input.template,
-      spec: storedSpec(input),
+      spec: storedSpec(input, services.config.ollamaImage, sizing?.model ?? null),
       max_minutes: input.max_minutes,
       max_cost: input.max_cost ?? null,
       // The reservation the budget check counts: the worst case over the offers to try.
@@ -146,9 +150,11 @@ export async function createLease(services: Services, input: LeaseInput, options
   }
 
   const base = services.config.publicUrl ?? options.origin?.replace(/\/+$/, "") ?? LOCAL_ORIGIN;
-  const spec = machineSpec(input, label, {
+  const spec = machineSpec(input, label, inserted.row.spec, {
     GPULEASE_CALLBACK_URL: `${base}/v1/leases/${leaseId}/done`,
     GPULEASE_CALLBACK_TOKEN: callbackToken,
+    // The memory estimate assumes one request at a time (Ollama's OLLAMA_NUM_PARALLEL).
+    ...(sizing ? { GPULEASE_MODEL: sizing.model.name, OLLAMA_NUM_PARALLEL: "1" } : {}),
   });
   const tried = await tryOffers(services, inserted.row, plan.offers, spec);
   return answer(services, inserted.row, tried);
@@ -180,8 +186,37 @@ export function offersQueryFor(input: LeaseInput): OffersQuery {
   };
 }
 
-/** The offers to try, best first: the one named, or the ranked offers for the filters. */
-async function candidateOffers(services: Services, input: LeaseInput): Promise<RankedOffer[] | RentRefusal> {
+/** A model lease's input with its sizes from the registry (what the caller gave wins). */
+function sizedInput(input: LeaseInput, sizing: ModelSizing): LeaseInput {
+  return {
+    ...input,
+    weights_gb: sizing.model.weights_gb,
+    vram_gb: input.vram_gb ?? sizing.model.vram_need_gb ?? undefined,
+    context_length: sizing.model.context_length ?? input.context_length,
+  };
+}
+
+/** The offers to try, best first, that the model (if any) fits: the one named, or the ranked offers for the filters. */
+async function candidateOffers(
+  services: Services,
+  input: LeaseInput,
+  sizing: ModelSizing | null,
+): Promise<RankedOffer[] | RentRefusal> {
+  const offers = await listedCandidates(services, input);
+  if (offers instanceof RentRefusal || !sizing) return offers;
+  const fitting = offers.filter((offer) => fitOn(sizing, offer) !== null);
+  if (fitting.length > 0) return fitting;
+  const need = sizing.model.vram_need_gb;
+  return input.offer_id
+    ? new RentRefusal("invalid_request", `${sizing.model.name} does not fit offer ${input.offer_id}`, {
+        issues: [
+          { path: "offer_id", message: `the model needs about ${need} GB of GPU memory at this context length` },
+        ],
+      })
+    : new RentRefusal("no_capacity", `no offer fits ${sizing.model.name} (about ${need} GB of GPU memory)`);
+}
+
+async function listedCandidates(services: Services, input: LeaseInput): Promise<RankedOffer[] | RentRefusal> {
   const sizing = { vram_gb: input.vram_gb, weights_gb: input.weights_gb };
   if (input.offer_id) {
     let offer: RankedOffer | null;
@@ -272,6 +307,8 @@ async function tryOffers(
         min_billed_minutes: offer.min_billed_minutes,
         billing_starts_at: provider.billingStartsAt,
         image: lease.spec.image,
+        // A model lease may take as long to start as its weights take to arrive.
+        download_s: lease.spec.model ? offer.load_time_s : 0,
       },
     });
     if (seq === null) {
@@ -390,10 +427,10 @@ async function leaseView(services: Services, row: LeaseRow) {
 }
 
 /** What the row keeps of the request (never the call-back token). */
-function storedSpec(input: LeaseInput): StoredSpec {
+function storedSpec(input: LeaseInput, ollamaImage: string, model: StoredModel | null): StoredSpec {
   const weights = input.weights_gb ?? input.vram_gb ?? 0;
   return {
-    image: input.image ?? (input.template === "ollama" ? OLLAMA_IMAGE : null),
+    image: input.image ?? (input.template === "ollama" ? ollamaImage : null),
     cmd: input.cmd ?? null,
     env: input.env ?? {},
     ports: portsFor(input),
@@ -401,6 +438,8 @@ function storedSpec(input: LeaseInput): StoredSpec {
     weights_gb: weights,
     context_length: input.context_length ?? null,
     min_billed_minutes: 0,
+    model,
+    download_s: 0,
   };
 }
 
@@ -414,13 +453,13 @@ function portsFor(input: LeaseInput): number[] {
 function machineSpec(
   input: LeaseInput,
   label: string,
-  callbackEnv: Record<`${typeof RESERVED_ENV_PREFIX}${string}`, string>,
+  stored: StoredSpec,
+  callbackEnv: Record<string, string>,
 ): MachineSpec {
-  const stored = storedSpec(input);
   return {
     label,
     template: input.template,
-    image: stored.image ?? OLLAMA_IMAGE,
+    image: stored.image ?? "",
     cmd: stored.cmd,
     env: { ...stored.env, ...callbackEnv },
     ports: stored.ports,

@@ -21,6 +21,8 @@ export const CreateOfferSchema = z.object({
   billing_starts_at: BillingStartsAtSchema.default("accepted"),
   /** the lookup key of a provider without labels (VRAMfarm: card, count and image) */
   image: z.string().nullable().default(null),
+  /** a model lease: the weights' estimated load time at this offer, added to the start timeout */
+  download_s: z.number().nonnegative().default(0),
 });
 export type CreateOffer = z.infer<typeof CreateOfferSchema>;
 

@@ -4,7 +4,14 @@ import { leaseEventStatements } from "../webhooks/outbox";
 import { BillingStartsAtSchema, jsonColumn } from "./columns";
 import { type CreateRecord, toCreateView } from "./creates";
 import { roundMoney } from "./pricing";
-import { type Lease, type LeaseEvent, type LeaseStatus, LeaseStatusSchema, StopReasonSchema } from "./schema";
+import {
+  type Lease,
+  type LeaseEvent,
+  LeaseModelSchema,
+  type LeaseStatus,
+  LeaseStatusSchema,
+  StopReasonSchema,
+} from "./schema";
 
 /** What the lease row's `spec` column holds: what was asked for, and how the machine is billed. */
 export const StoredSpecSchema = z.object({
@@ -19,6 +26,10 @@ export const StoredSpecSchema = z.object({
   context_length: z.number().int().nullable().default(null),
   /** set once rented: the offer's minimum billed minutes per start (VRAMfarm: 15) */
   min_billed_minutes: z.number().int().nonnegative().default(0),
+  /** a model lease's model (schema.ts LeaseModelSchema) */
+  model: LeaseModelSchema.nullable().default(null),
+  /** the weights' estimated download time at the rented offer, added to START_TIMEOUT_MIN */
+  download_s: z.number().nonnegative().default(0),
 });
 export type StoredSpec = z.infer<typeof StoredSpecSchema>;
 
@@ -89,7 +100,10 @@ export function toLease(row: LeaseRow, creates: readonly CreateRecord[]): Lease 
     expected_cost: row.expected_cost,
     cost: roundMoney(row.cost + row.strays_cost),
     billed: row.billed ?? null,
-    access: row.access,
+    access:
+      row.access && row.template === "ollama" && row.access.urls[0]
+        ? { ...row.access, openai_base_url: `${row.access.urls[0].replace(/\/+$/, "")}/v1` }
+        : row.access,
     error: row.error,
     stop_reason: row.stop_reason,
     exit_code: row.exit_code,
@@ -99,6 +113,7 @@ export function toLease(row: LeaseRow, creates: readonly CreateRecord[]): Lease 
     stop_requested_at: row.stop_requested_at,
     stopped_at: row.stopped_at,
     teardown_verified_at: row.teardown_verified_at,
+    model: row.spec.model,
     creates: creates.map(toCreateView),
   };
 }

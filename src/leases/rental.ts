@@ -204,7 +204,7 @@ function machinePatch(
     ...lease,
     currency: offer.currency,
     billing_starts_at: billingStartsAt,
-    spec: { ...lease.spec, min_billed_minutes: offer.min_billed_minutes },
+    spec: { ...lease.spec, min_billed_minutes: offer.min_billed_minutes, download_s: offer.download_s },
   };
   return {
     provider: create.provider,

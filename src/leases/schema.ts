@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { parseModelRef } from "../models/reference";
 import { AccessSchema, CurrencySchema, ProviderNameSchema, TemplateSchema } from "../providers/types";
 import { CreateViewSchema } from "./creates";
 
@@ -15,6 +16,7 @@ export const stopReasons = [
   "budget",
   "reaper",
   "rent_failed",
+  "start_failed",
 ] as const;
 export const StopReasonSchema = z.enum(stopReasons).openapi("StopReason");
 export type StopReason = z.infer<typeof StopReasonSchema>;
@@ -62,6 +64,23 @@ export const LeaseInputSchema = z
       .refine((ports) => new Set(ports).size === ports.length, "ports must be unique")
       .optional(),
     disk_gb: z.number().int().min(1).max(4000).optional(),
+    model: z
+      .string()
+      .trim()
+      .min(1)
+      .max(300)
+      .refine((text) => parseModelRef(text).ok, {
+        error: (issue) => {
+          const parsed = parseModelRef(String(issue.input));
+          return parsed.ok ? "invalid model reference" : parsed.reason;
+        },
+      })
+      .optional()
+      .openapi({
+        description:
+          "ollama only: a model to pull, load and answer before the lease runs (`name:tag`, `namespace/name:tag`, `hf.co/<user>/<repo>:<quant>`)",
+        example: "qwen2.5:32b",
+      }),
     context_length: z.number().int().min(256).max(1_048_576).optional().openapi({ description: "ollama only" }),
     max_minutes: z.number().int().min(1).max(10080),
     max_cost: z.number().positive().optional().openapi({ description: "in USD" }),
@@ -73,6 +92,9 @@ export const LeaseInputSchema = z
     if (input.cmd !== undefined && input.template !== "custom") {
       ctx.addIssue({ code: "custom", path: ["cmd"], message: "cmd is only for the custom template" });
     }
+    if (input.model !== undefined && input.template !== "ollama") {
+      ctx.addIssue({ code: "custom", path: ["model"], message: "model is only for the ollama template" });
+    }
     if (input.context_length !== undefined && input.template !== "ollama") {
       ctx.addIssue({
         code: "custom",
@@ -83,6 +105,21 @@ export const LeaseInputSchema = z
   })
   .openapi("LeaseInput");
 export type LeaseInput = z.infer<typeof LeaseInputSchema>;
+
+/** A model lease's model: what the registry said, and when it answered on the machine. */
+export const LeaseModelSchema = z
+  .object({
+    name: z.string().openapi({ example: "qwen2.5:32b" }),
+    digest: z.string().nullable().openapi({ description: "the manifest's digest (the registry's, then the server's)" }),
+    weights_gb: z.number(),
+    vram_need_gb: z.number().nullable(),
+    context_length: z.number().int().nullable(),
+    loaded_at: z
+      .string()
+      .nullable()
+      .openapi({ description: "when a one-token generation of the model first answered" }),
+  })
+  .openapi("LeaseModel");
 
 /** The lease object of the API. Money is in `currency`, except max_cost and expected_cost (USD). */
 export const LeaseSchema = z
@@ -123,6 +160,7 @@ export const LeaseSchema = z
     stop_requested_at: z.string().nullable(),
     stopped_at: z.string().nullable(),
     teardown_verified_at: z.string().nullable(),
+    model: LeaseModelSchema.nullable().openapi({ description: "the model of a model lease; null otherwise" }),
     creates: z.array(CreateViewSchema).openapi({
       description: "every create sent for this lease, with its resolution; never stopped while one is unresolved",
     }),

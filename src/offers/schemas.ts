@@ -88,7 +88,19 @@ export const OffersQueryParamsSchema = z.strictObject({
   max_price: decimal(10_000, "highest price per hour, USD", "1.5", true),
   limit: whole(1, MAX_OFFER_LIMIT, `default ${DEFAULT_OFFER_LIMIT}, max ${MAX_OFFER_LIMIT}`, "20"),
   template: TemplateSchema.optional().openapi({ description: "only offers that can run this lease template" }),
+  model: z.string().trim().min(1).max(300).optional().openapi({
+    description: "only offers this Ollama model fits (sized from its registry manifest)",
+    example: "qwen2.5:32b",
+  }),
+  context_length: whole(256, 1_048_576, "the context the model must hold (with `model`); default the model's", "8192"),
 });
+
+export const FitSchema = z
+  .object({
+    vram_need_gb: z.number().openapi({ description: "weights + KV cache + overhead on this offer's cards" }),
+    headroom_gb: z.number().openapi({ description: "the offer's GPU memory left over" }),
+  })
+  .openapi("Fit");
 
 export const OfferSchema = z
   .object({
@@ -120,6 +132,7 @@ export const OfferSchema = z
       .openapi({ description: "bandwidth per USD of the first hour; null when bandwidth or price is unknown" }),
     min_billed_minutes: z.number().int().openapi({ description: "minimum billed minutes per start" }),
     templates: z.array(TemplateSchema).openapi({ description: "lease templates this offer can run" }),
+    fits: FitSchema.optional().openapi({ description: "with `model`: how the model fits this offer" }),
   })
   .openapi("Offer");
 export type Offer = z.infer<typeof OfferSchema>;

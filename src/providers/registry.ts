@@ -60,7 +60,9 @@ export function createProviders(env: Env, config: Config, clock: Clock, sleep: S
             })
           : null;
       case "sim":
-        return config.enableSim ? createSimProvider({ namespace: env.SIM_CLOUD, clock }) : null;
+        return config.enableSim
+          ? createSimProvider({ namespace: env.SIM_CLOUD, clock, publicUrl: config.publicUrl })
+          : null;
     }
   };
   const get = (name: ProviderName) => {

@@ -1,6 +1,7 @@
 import { gpuSpecFor } from "./gpus";
 import { CursorRefusedError, HttpClient, type HttpResponse, ProviderError } from "./http";
-import { OLLAMA_PORT, ollamaAnswers } from "./ollama";
+import { OLLAMA_PORT, probeOllama } from "./ollama";
+import { OLLAMA_START_ENTRYPOINT, OLLAMA_START_SCRIPT, pullsModel } from "./ollama-start";
 import {
   clouds,
   httpPortsOf,
@@ -171,6 +172,8 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
       image: spec.image,
       // args replaces the image CMD; omitted keeps the image default (Ollama's `serve`).
       ...(spec.template === "custom" && spec.cmd ? { args: `bash -c ${shellQuote(spec.cmd)}` } : {}),
+      // A model lease's container pulls its model itself: the newest runpodctl's `entrypoint`/`cmd`.
+      ...(pullsModel(spec) ? { entrypoint: OLLAMA_START_ENTRYPOINT, cmd: [OLLAMA_START_SCRIPT] } : {}),
       disk: Math.max(25, spec.disk_gb),
       env: podEnv(spec),
       ports,
@@ -340,7 +343,7 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
     balance: options.balance,
     billedDays,
     // The proxy answers 502 until Ollama listens, and a RUNNING pod may not be ready for minutes.
-    ollamaReady: (ref) => ollamaAnswers(proxyUrl(ref, OLLAMA_PORT), fetchImpl),
+    ollamaProbe: (ref, _status, model) => probeOllama(proxyUrl(ref, OLLAMA_PORT), model, fetchImpl),
   };
 }
 

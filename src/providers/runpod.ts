@@ -1,7 +1,8 @@
 import type { z } from "zod";
 import { gpuSpecFor } from "./gpus";
 import { HttpClient, ProviderError } from "./http";
-import { OLLAMA_PORT, ollamaAnswers } from "./ollama";
+import { OLLAMA_PORT, probeOllama } from "./ollama";
+import { OLLAMA_START_ENTRYPOINT, OLLAMA_START_SCRIPT, pullsModel } from "./ollama-start";
 import {
   BALANCE_QUERY,
   BalanceDataSchema,
@@ -31,6 +32,7 @@ import type {
   MachineState,
   MachineStatus,
   OfferQuery,
+  OllamaProbe,
   OwnListing,
   OwnMachine,
   Provider,
@@ -200,7 +202,12 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
       ports: ports.join(","),
       env: Object.entries(env).map(([key, value]) => ({ key, value })),
       // dockerArgs replaces the image CMD; "" keeps the image default (Ollama's `serve`).
-      dockerArgs: spec.template === "custom" && spec.cmd ? `bash -c ${shellQuote(spec.cmd)}` : "",
+      dockerArgs: pullsModel(spec)
+        ? // dstack's form for an entrypoint override on GraphQL: the container pulls its model itself.
+          JSON.stringify({ cmd: [OLLAMA_START_SCRIPT], entrypoint: OLLAMA_START_ENTRYPOINT })
+        : spec.template === "custom" && spec.cmd
+          ? `bash -c ${shellQuote(spec.cmd)}`
+          : "",
       containerDiskInGb: Math.max(sizing.diskGb, spec.disk_gb),
       // dstack always sends it: a host with an old driver bills while the image never starts.
       ...(options.minCudaVersion ? { minCudaVersion: options.minCudaVersion } : {}),
@@ -333,9 +340,9 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
     return { amount: data.myself.clientBalance, currency: "USD" };
   }
 
-  async function ollamaReady(ref: string): Promise<boolean> {
+  function ollamaProbe(ref: string, model: string | null): Promise<OllamaProbe> {
     // The proxy answers 502 until Ollama listens, and a RUNNING pod may not be ready for minutes.
-    return ollamaAnswers(proxyUrl(ref, OLLAMA_PORT), fetchImpl);
+    return probeOllama(proxyUrl(ref, OLLAMA_PORT), model, fetchImpl);
   }
 
   return {
@@ -351,7 +358,7 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
     findByLabel,
     listOwn: (prefix) => listOwn(prefix),
     balance,
-    ollamaReady: (ref) => ollamaReady(ref),
+    ollamaProbe: (ref, _status, model) => ollamaProbe(ref, model),
   };
 }
 

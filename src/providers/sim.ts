@@ -2,7 +2,16 @@ import type { Clock } from "../lib/time";
 import { type SimCloud, type SimMachineView, type SimRead, type SimStock, simCloud } from "../sim/cloud";
 import { ProviderError, type ProviderErrorKind } from "./http";
 import { OLLAMA_PORT } from "./ollama";
-import type { MachineSpec, MachineStatus, OfferQuery, OwnMachine, Provider, ProviderOffer, RentResult } from "./types";
+import type {
+  MachineSpec,
+  MachineStatus,
+  OfferQuery,
+  OllamaProbe,
+  OwnMachine,
+  Provider,
+  ProviderOffer,
+  RentResult,
+} from "./types";
 
 export interface SimOptions {
   namespace: DurableObjectNamespace;
@@ -11,13 +20,19 @@ export interface SimOptions {
    * own Date.now, so every caller sees the same machine states whatever clock it was given.
    */
   clock: Clock;
+  /** where the worker answers (PUBLIC_URL): a machine's Ollama is served at `<this>/sim/ollama/<ref>` */
+  publicUrl?: string | null;
 }
+
+/** The worker's own address when PUBLIC_URL is not set: `npm start` (wrangler dev) listens here. */
+const LOCAL_ORIGIN = "http://localhost:8787";
 
 const OFFER_ID = /^sim:([a-z0-9-]+):(\d+)$/;
 
 /** The simulated cloud behind the Provider interface; it talks to the one SimCloud object over RPC. */
 export function createSimProvider(options: SimOptions): Provider {
   const cloud = () => simCloud(options.namespace);
+  const origin = (options.publicUrl ?? LOCAL_ORIGIN).replace(/\/+$/, "");
 
   /** An RPC that failed in transport (the object threw or was reset) is a ProviderError. */
   async function call<T>(
@@ -65,6 +80,7 @@ export function createSimProvider(options: SimOptions): Provider {
           template: spec.template,
           image: spec.image,
           ports: portsFor(spec),
+          env: envFor(spec),
         });
       } catch (cause) {
         // The call may have reached the object: a machine may exist. The caller looks it up by label.
@@ -82,7 +98,7 @@ export function createSimProvider(options: SimOptions): Provider {
         "status",
         (s) => s.status(ref) as Promise<SimRead<SimMachineView | null>>,
       );
-      return machine ? machineStatus(machine) : GONE;
+      return machine ? machineStatus(machine, origin) : GONE;
     },
 
     async terminate(ref) {
@@ -104,11 +120,11 @@ export function createSimProvider(options: SimOptions): Provider {
       return { amount, currency: "USD" };
     },
 
-    async ollamaReady(ref) {
+    async ollamaProbe(ref, _status, model): Promise<OllamaProbe> {
       try {
-        return (await cloud().ready(ref)) as boolean;
+        return (await cloud().ollamaProbe(ref, model)) as OllamaProbe;
       } catch {
-        return false;
+        return { phase: "down" };
       }
     },
   };
@@ -135,7 +151,7 @@ export function simOffers(stock: SimStock[], query: OfferQuery): ProviderOffer[]
         availability: type.free >= 2 * count ? "high" : "low",
         location: "sim-local",
         bandwidth_gbs: null,
-        download_mbs: null,
+        download_mbs: type.download_mbs,
         download_cost_per_gb: 0,
         min_billed_minutes: 0,
         templates: ["ollama", "custom"],
@@ -153,6 +169,16 @@ export function simOffers(stock: SimStock[], query: OfferQuery): ProviderOffer[]
 function portsFor(spec: MachineSpec): number[] {
   if (spec.ports.length > 0) return spec.ports;
   return spec.template === "ollama" ? [OLLAMA_PORT] : [];
+}
+
+/** As RunPod and Vast.ai set it for the Ollama template: the model stays loaded, with the lease's context. */
+function envFor(spec: MachineSpec): Record<string, string> {
+  if (spec.template !== "ollama") return { ...spec.env };
+  return {
+    OLLAMA_KEEP_ALIVE: "-1",
+    ...spec.env,
+    ...(spec.context_length ? { OLLAMA_CONTEXT_LENGTH: String(spec.context_length) } : {}),
+  };
 }
 
 function rentResult(answer: Awaited<ReturnType<SimCloud["create"]>>): RentResult {
@@ -176,13 +202,13 @@ const GONE: MachineStatus = {
   error: null,
 };
 
-function machineStatus(machine: SimMachineView): MachineStatus {
+function machineStatus(machine: SimMachineView, origin: string): MachineStatus {
   return {
     state: machine.shown,
-    // sim:// is not a reachable URL: the sim has no server behind it; ollamaReady asks the object.
+    // The worker serves each machine's Ollama (src/sim/ollama-routes.ts); other ports have nothing behind them.
     access:
       machine.shown === "running"
-        ? { urls: machine.ports.map((port) => `sim://${machine.ref}:${port}`), ssh: null }
+        ? { urls: machine.ports.map((port) => simPortUrl(origin, machine.ref, port)), ssh: null }
         : null,
     // Billed from creation, like RunPod and Vast.ai.
     cost: round(machine.cost_usd, 4),
@@ -190,6 +216,11 @@ function machineStatus(machine: SimMachineView): MachineStatus {
     price_per_hour: machine.price_per_hour,
     error: machine.error,
   };
+}
+
+/** Where a client reaches a port of a sim machine: the worker's own routes. */
+function simPortUrl(origin: string, ref: string, port: number): string {
+  return port === OLLAMA_PORT ? `${origin}/sim/ollama/${ref}` : `${origin}/sim/ports/${ref}/${port}`;
 }
 
 function ownMachine(machine: SimMachineView): OwnMachine {

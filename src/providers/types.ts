@@ -69,6 +69,8 @@ export type MachineSpec = z.infer<typeof MachineSpecSchema>;
 export const AccessSchema = z.object({
   urls: z.array(z.string()),
   ssh: z.object({ host: z.string(), port: z.number().int() }).nullable(),
+  /** an Ollama lease: its server's OpenAI-compatible base URL (`<url>/v1`) */
+  openai_base_url: z.string().nullable().optional(),
 });
 export type Access = z.infer<typeof AccessSchema>;
 
@@ -102,6 +104,21 @@ export interface OwnMachine {
   created_at: string | null;
   price_per_hour: number | null;
 }
+
+/** How far an Ollama server is with a lease's model (src/providers/ollama.ts `probeOllama`). */
+export type OllamaProbe =
+  /** no server answers yet */
+  | { phase: "down" }
+  /** the server answers; the model is being pulled (progress when the pull stream gave one) */
+  | { phase: "pulling"; completed: number | null; total: number | null }
+  /** pulled, not yet (fully) loaded and answering */
+  | { phase: "loading"; digest: string }
+  /** loaded with part of it in host memory: it does not fit the GPUs */
+  | { phase: "spilled"; digest: string; size: number; size_vram: number }
+  /** a one-token generation of the model answered (digest "" for an empty server) */
+  | { phase: "ready"; digest: string }
+  /** the server said the model cannot be had (its own error text) */
+  | { phase: "failed"; error: string };
 
 /** One pass over a provider's own machines. `next`: where a listing cut short by the page bound goes on (null: it reached the end). */
 export interface OwnListing {
@@ -179,8 +196,9 @@ export interface Provider {
    */
   billedDays?(ref: string, from: string, to: string): Promise<BilledDay[]>;
   /**
-   * For the Ollama template: does the server on the machine answer (GET {url}/api/version,
-   * see ollama.ts)? Called only once status() says running. False on any failure.
+   * For the Ollama template: how far the server on the machine is with `model` (null: an empty
+   * server, ready once it answers). Called only once status() says running; drives the pull
+   * (see ollama.ts `probeOllama`). Never throws: a failed read is `down`.
    */
-  ollamaReady(ref: string, status: MachineStatus): Promise<boolean>;
+  ollamaProbe(ref: string, status: MachineStatus, model: string | null): Promise<OllamaProbe>;
 }

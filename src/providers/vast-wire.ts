@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { gpuSpecFor } from "./gpus";
 import { OLLAMA_PORT } from "./ollama";
+import { OLLAMA_START_ENTRYPOINT, OLLAMA_START_SCRIPT, pullsModel } from "./ollama-start";
 import type { Access, MachineSpec, MachineState, OfferQuery, ProviderOffer } from "./types";
 
 /**
@@ -121,6 +122,11 @@ export function createBody(spec: MachineSpec): Record<string, unknown> {
     env.OLLAMA_HOST = `0.0.0.0:${OLLAMA_PORT}`;
     env.OLLAMA_KEEP_ALIVE = "-1";
     if (spec.context_length !== null) env.OLLAMA_CONTEXT_LENGTH = String(spec.context_length);
+    if (pullsModel(spec)) {
+      // The container pulls its model itself (the image's ENTRYPOINT is /bin/ollama).
+      onstart = OLLAMA_START_ENTRYPOINT[0] as string;
+      args = [OLLAMA_START_ENTRYPOINT[1] as string, OLLAMA_START_SCRIPT];
+    }
   } else if (spec.cmd !== null) {
     // runtype "args" keeps the image's entrypoint unless onstart overrides it; dstack runs its
     // commands on Vast exactly so (onstart "/bin/sh", args ["-c", ...]), whatever the image's ENTRYPOINT.

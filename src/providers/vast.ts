@@ -1,11 +1,12 @@
 import { systemSleep } from "../lib/time";
 import { HttpClient, type HttpResponse, ProviderError } from "./http";
-import { ollamaAnswers } from "./ollama";
+import { probeOllama } from "./ollama";
 import type {
   Balance,
   MachineSpec,
   MachineStatus,
   OfferQuery,
+  OllamaProbe,
   OwnListing,
   OwnMachine,
   Provider,
@@ -307,9 +308,9 @@ export function createVastProvider(options: VastOptions): Provider {
       return { amount: body.credit ?? body.balance ?? 0, currency: "USD" };
     },
 
-    async ollamaReady(_ref: string, status: MachineStatus): Promise<boolean> {
+    async ollamaProbe(_ref: string, status: MachineStatus, model: string | null): Promise<OllamaProbe> {
       const ollama = status.state === "running" ? status.access?.urls[0] : undefined;
-      return ollama ? ollamaAnswers(ollama, fetchImpl) : false;
+      return ollama ? probeOllama(ollama, model, fetchImpl) : { phase: "down" };
     },
   };
 }

@@ -5,6 +5,7 @@ import type {
   MachineSpec,
   MachineStatus,
   OfferQuery,
+  OllamaProbe,
   OwnListing,
   OwnMachine,
   Provider,
@@ -329,8 +330,8 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
     },
 
     /** Never true: no HTTP port is published, and VRAMfarm takes no Ollama leases. */
-    async ollamaReady(): Promise<boolean> {
-      return false;
+    async ollamaProbe(): Promise<OllamaProbe> {
+      return { phase: "down" };
     },
   };
 }

@@ -167,7 +167,8 @@ export function overdue(lease: LeaseRow, s: OverdueSettings): PlannedAction | nu
       };
     }
   }
-  if (lease.status === "provisioning" && s.now > ms(lease.created_at) + s.startTimeoutMs + s.slackMs) {
+  const downloadMs = (lease.spec.download_s ?? 0) * 1000;
+  if (lease.status === "provisioning" && s.now > ms(lease.created_at) + s.startTimeoutMs + downloadMs + s.slackMs) {
     return { ...base, reason: "start_timeout", detail: "still provisioning past the start timeout: stopped" };
   }
   if (lease.max_cost !== null && s.spentUsd(lease) > lease.max_cost * 1.05) {

@@ -119,6 +119,8 @@ const ADOPTED_SPEC: StoredSpec = {
   weights_gb: 0,
   context_length: null,
   min_billed_minutes: 0,
+  model: null,
+  download_s: 0,
 };
 
 export interface Adoption {

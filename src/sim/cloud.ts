@@ -1,7 +1,10 @@
 import { DurableObject } from "cloudflare:workers";
 import { z } from "zod";
+import { loadSettings } from "../config";
+import type { OllamaProbe } from "../providers/types";
 import { SIM_CATALOGUE, simGpuType } from "./catalogue";
 import { CloudModel, type ModelMachine, type ModelState, type TerminateOutcome } from "./model";
+import { type SimOllama, type SimOllamaSummary, simOllama, simOllamaMeta, simOllamaSummary } from "./ollama/sim";
 import {
   applyConfigPatch,
   DEFAULT_EXIT_REASON,
@@ -10,6 +13,7 @@ import {
   type SimConfigPatch,
   SimConfigPatchSchema,
   type SimSettings,
+  withDefaults,
 } from "./settings";
 
 /** What a provider's API would show for a machine: a lingering machine shows its last state. */
@@ -37,6 +41,8 @@ export interface SimMachineView {
   template: string;
   ports: number[];
   ignore_terminates: number;
+  /** the machine's Ollama server and its models (Ollama template only) */
+  ollama: SimOllamaSummary | null;
 }
 
 export interface SimStock {
@@ -47,6 +53,8 @@ export interface SimStock {
   counts: number[];
   /** GPUs not held by a machine that still exists */
   free: number;
+  /** how fast its machines download model weights */
+  download_mbs: number;
 }
 
 export interface SimCreate {
@@ -56,6 +64,8 @@ export interface SimCreate {
   template: string;
   image: string;
   ports: number[];
+  /** the machine's environment (GPULEASE_MODEL, OLLAMA_CONTEXT_LENGTH, the call-back, ...) */
+  env?: Record<string, string>;
 }
 
 export type SimCreateResult =
@@ -124,6 +134,7 @@ export class SimCloud extends DurableObject<Env> {
       price_per_gpu_hour: t.price_per_gpu_hour,
       counts: [...t.counts],
       free: this.#free(t.slug),
+      download_mbs: this.#settings.downloadMbs,
     }));
   }
 
@@ -157,6 +168,7 @@ export class SimCloud extends DurableObject<Env> {
         image: input.image,
         ports: input.ports,
         readyMs: this.#settings.readySeconds * 1000,
+        ollama: input.template === "ollama" ? simOllamaMeta(this.#settings, input.image, input.env ?? {}) : null,
       },
     });
     if (faults.exit) scheduleExit(machine, faults.exit.after_seconds, faults.exit.reason);
@@ -194,15 +206,35 @@ export class SimCloud extends DurableObject<Env> {
     return outcome;
   }
 
-  ready(ref: string): boolean {
-    this.#settle();
-    const machine = this.#model.get(ref);
-    return machine ? this.#view(machine).ready : false;
-  }
-
   balance(): number {
     this.#settle();
     return round(this.#balance(), 4);
+  }
+
+  /** How far the machine's Ollama server is with `model` (what probeOllama would find). */
+  async ollamaProbe(ref: string, model: string | null): Promise<OllamaProbe> {
+    this.#settle();
+    const server = this.#ollama(ref);
+    const probe = server ? await server.probe(model) : ({ phase: "down" } as const);
+    this.#save();
+    return probe;
+  }
+
+  /**
+   * The machines' Ollama servers over HTTP: `/sim/ollama/{ref}/<Ollama path>` (the worker's
+   * route forwards here). A machine whose server does not listen answers like RunPod's proxy.
+   */
+  override async fetch(request: Request): Promise<Response> {
+    this.#settle();
+    const match = /^\/sim\/ollama\/([^/]+)(\/.*)?$/.exec(new URL(request.url).pathname);
+    if (!match) return new Response("Not Found", { status: 404 });
+    const ref = decodeURIComponent(match[1]!);
+    if (!this.#model.get(ref)) return new Response("Not Found", { status: 404 });
+    const server = this.#ollama(ref);
+    if (!server) return new Response("Bad Gateway", { status: 502, headers: { "Content-Type": "text/plain" } });
+    const url = new URL(request.url);
+    url.pathname = match[2] ?? "/";
+    return server.serve(new Request(url, request), () => this.#save());
   }
 
   // ---- control (the admin routes, tests and benches) ----
@@ -286,9 +318,37 @@ export class SimCloud extends DurableObject<Env> {
   // ---- internals (#private: not exposed over RPC) ----
 
   #load(stored: Stored): void {
-    this.#settings = stored.settings;
+    this.#settings = withDefaults(stored.settings);
     this.#spentUsd = stored.spentUsd;
     this.#model.restore(stored.machines);
+    // Pull streams do not outlive the object: none waits on a download any more.
+    for (const machine of this.#model.machines.values()) {
+      const ollama = machine.meta.ollama as { state?: { downloads?: Record<string, { waiting: number }> } } | null;
+      for (const download of Object.values(ollama?.state?.downloads ?? {})) download.waiting = 0;
+    }
+  }
+
+  /** The Ollama server of a machine whose server listens now, or null. */
+  #ollama(ref: string): SimOllama | null {
+    const machine = this.#model.get(ref);
+    const host = machine && this.#ollamaHost(machine);
+    if (!machine || !host) return null;
+    // The registry the worker reads (OLLAMA_REGISTRY_URL): the machine pulls what was sized.
+    const registry = {
+      url: loadSettings(this.env).config.ollamaRegistryUrl,
+      fetch: ((input, init) => fetch(input, init)) as typeof fetch,
+    };
+    return simOllama(machine, host, registry);
+  }
+
+  /** When the machine's server began listening and the VRAM it has; null while it does not listen. */
+  #ollamaHost(machine: ModelMachine): { upAt: number; vramBytes: number | null } | null {
+    const runningSince = this.#model.runningSince(machine.id);
+    if (this.#model.state(machine.id) !== "running" || runningSince === null) return null;
+    const upAt = runningSince + readyMsOf(machine);
+    if (this.#model.now() < upAt) return null;
+    const type = simGpuType(machine.offerKey);
+    return { upAt, vramBytes: type ? type.vram_gb * 1024 ** 3 * machine.gpuCount : null };
   }
 
   #save(): void {
@@ -333,8 +393,7 @@ export class SimCloud extends DurableObject<Env> {
     const now = this.#model.now();
     const shown: SimShownState = state === "gone" ? "gone" : shownAt(machine, machine.terminateRequestedAt ?? now);
     const runningSince = this.#model.runningSince(machine.id);
-    const readyMs = typeof machine.meta.readyMs === "number" ? machine.meta.readyMs : 0;
-    const ready = state === "running" && runningSince !== null && now >= runningSince + readyMs;
+    const ready = state === "running" && runningSince !== null && now >= runningSince + readyMsOf(machine);
     const error = shown === "exited" ? exitError(machine, machine.terminateRequestedAt ?? now) : null;
     return {
       ref: machine.id,
@@ -353,8 +412,13 @@ export class SimCloud extends DurableObject<Env> {
       template: typeof machine.meta.template === "string" ? machine.meta.template : "custom",
       ports: Array.isArray(machine.meta.ports) ? (machine.meta.ports as number[]) : [],
       ignore_terminates: machine.ignoreTerminates,
+      ollama: simOllamaSummary(machine, ready ? { ...this.#ollamaHost(machine)!, now } : null),
     };
   }
+}
+
+function readyMsOf(machine: ModelMachine): number {
+  return typeof machine.meta.readyMs === "number" ? machine.meta.readyMs : 0;
 }
 
 /** The state a provider's API would report at time `t`, ignoring terminate. */

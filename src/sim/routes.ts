@@ -27,7 +27,13 @@ const ConfigPatchSchema = z
     linger_seconds: seconds
       .optional()
       .openapi({ description: "a terminated machine still exists this long", example: 8 }),
-    ready_seconds: seconds.optional().openapi({ description: "Ollama answers this long after running", example: 10 }),
+    ready_seconds: seconds.optional().openapi({ description: "Ollama answers this long after running", example: 5 }),
+    download_mbs: z
+      .number()
+      .min(0.001)
+      .max(100_000)
+      .optional()
+      .openapi({ description: "how fast new machines download model weights, MB/s", example: 250 }),
     credit_usd: z
       .number()
       .min(0)
@@ -43,7 +49,7 @@ const ConfigPatchSchema = z
       .openapi({ description: "multiplies every GPU type's stock", example: 1 }),
     faults: SimFaultsPatchSchema.optional().openapi({
       description: "switch faults on or off; each applies to machines created (or calls made) from now on",
-      example: { no_capacity: ["h100-sxm"], ignore_terminates: 2 },
+      example: { no_capacity: ["h100-sxm"], ignore_terminates: 2, pull_failure: true, partial_gpu: 0.5 },
     }),
   })
   .strict()
@@ -58,6 +64,8 @@ const FaultsSchema = z.object({
   listing_error: z.boolean(),
   exit: z.object({ after_seconds: z.number(), reason: z.string() }).nullable(),
   error_but_created: z.boolean(),
+  pull_failure: z.object({ error: z.string(), after_fraction: z.number() }).nullable(),
+  partial_gpu: z.number().nullable(),
 });
 
 const ConfigSchema = z
@@ -65,6 +73,7 @@ const ConfigSchema = z
     boot_seconds: z.number(),
     linger_seconds: z.number(),
     ready_seconds: z.number(),
+    download_mbs: z.number(),
     credit_usd: z.number(),
     stock_scale: z.number(),
     faults: FaultsSchema,
@@ -91,6 +100,23 @@ const MachineSchema = z
     error: z.string().nullable(),
     ports: z.array(z.number().int()),
     ignore_terminates: z.number().int().openapi({ description: "terminates it will still ignore" }),
+    ollama: z
+      .object({
+        model: z.string().nullable().openapi({ description: "what its start command pulls and loads" }),
+        probe: z
+          .object({
+            phase: z.enum(["down", "pulling", "loading", "spilled", "ready", "failed"]),
+            completed: z.number().nullable().optional(),
+            total: z.number().nullable().optional(),
+            digest: z.string().optional(),
+            size: z.number().optional(),
+            size_vram: z.number().optional(),
+            error: z.string().optional(),
+          })
+          .openapi({ description: "what the keeper's probe finds for that model now" }),
+      })
+      .nullable()
+      .openapi({ description: "its Ollama server (Ollama template only), at <origin>/sim/ollama/<ref>" }),
   })
   .openapi("SimMachine");
 
@@ -143,7 +169,8 @@ const putConfigRoute = createRoute({
   ...common,
   method: "put",
   path: "/sim/config",
-  summary: "Change boot, linger and ready times and switch faults (admin; only with ENABLE_SIM)",
+  summary:
+    "Change boot, linger and ready times and the download speed, and switch faults (admin; only with ENABLE_SIM)",
   request: { body: { content: { "application/json": { schema: ConfigPatchSchema } }, required: true } },
   responses: {
     200: {
@@ -220,6 +247,7 @@ function configBody(settings: SimSettings): z.infer<typeof ConfigSchema> {
     boot_seconds: settings.bootSeconds,
     linger_seconds: settings.lingerSeconds,
     ready_seconds: settings.readySeconds,
+    download_mbs: settings.downloadMbs,
     credit_usd: settings.creditUsd,
     stock_scale: settings.stockScale,
     faults: settings.faults,
@@ -244,6 +272,7 @@ function machineBody(m: SimMachineView): z.infer<typeof MachineSchema> {
     error: m.error,
     ports: m.ports,
     ignore_terminates: m.ignore_terminates,
+    ollama: m.ollama,
   };
 }
 
@@ -262,6 +291,7 @@ export const simRoutes = createRouter()
       bootSeconds: body.boot_seconds,
       lingerSeconds: body.linger_seconds,
       readySeconds: body.ready_seconds,
+      downloadMbs: body.download_mbs,
       creditUsd: body.credit_usd,
       stockScale: body.stock_scale,
       faults: body.faults,

@@ -32,6 +32,21 @@ export const SimFaultsPatchSchema = z
     exit: z.union([z.boolean(), z.null(), z.object({ after_seconds: seconds, reason: reason.optional() }).strict()]),
     /** create answers with an error although the machine was created (and carries its label) */
     error_but_created: z.boolean(),
+    /**
+     * every pull of a model fails with Ollama's error text: true (the registry has no such
+     * manifest), the text, or the text and how far the download gets first (disk full at 40 %)
+     */
+    pull_failure: z.union([
+      z.boolean(),
+      z.null(),
+      reason,
+      z.object({ error: reason, after_fraction: z.number().min(0).max(1).optional() }).strict(),
+    ]),
+    /**
+     * a loaded model sits only partly on the GPUs (`/api/ps` size_vram < size): true (60 %) or
+     * the share on the GPUs; false: as much as the machine's VRAM holds
+     */
+    partial_gpu: z.union([z.boolean(), z.number().min(0).max(1)]),
   })
   .partial()
   .strict();
@@ -47,6 +62,9 @@ export interface SimFaults {
   listing_error: boolean;
   exit: { after_seconds: number; reason: string } | null;
   error_but_created: boolean;
+  pull_failure: { error: string; after_fraction: number } | null;
+  /** share of a loaded model on the GPUs; null: as much as fits */
+  partial_gpu: number | null;
 }
 
 /** What configure() accepts: any subset; what is left out keeps its value. */
@@ -56,6 +74,8 @@ export const SimConfigPatchSchema = z
     lingerSeconds: seconds,
     /** Ollama answers this long after the machine is running */
     readySeconds: seconds,
+    /** how fast machines download model weights, MB/s (a pull takes weights / this) */
+    downloadMbs: z.number().min(0.001).max(100_000),
     /** the account's credit; the balance is this minus what machines have cost */
     creditUsd: z.number().min(0).max(1_000_000),
     /** multiplies every GPU type's stock (load benches rent hundreds of machines) */
@@ -70,6 +90,7 @@ export interface SimSettings {
   bootSeconds: number;
   lingerSeconds: number;
   readySeconds: number;
+  downloadMbs: number;
   creditUsd: number;
   stockScale: number;
   faults: SimFaults;
@@ -77,6 +98,9 @@ export interface SimSettings {
 
 export const DEFAULT_FAIL_REASON = "container failed to start: image pull back-off (simulated)";
 export const DEFAULT_EXIT_REASON = "host lost: the machine stopped on its own (simulated)";
+/** Ollama's own words when the registry has no such manifest */
+export const DEFAULT_PULL_FAILURE = "pull model manifest: file does not exist";
+const DEFAULT_GPU_SHARE = 0.6;
 
 export const NO_FAULTS: SimFaults = {
   no_capacity: false,
@@ -87,13 +111,19 @@ export const NO_FAULTS: SimFaults = {
   listing_error: false,
   exit: null,
   error_but_created: false,
+  pull_failure: null,
+  partial_gpu: null,
 };
 
-/** Suited to `npm start`: a lease comes up in half a minute, like a warm RunPod pod. */
+/**
+ * Suited to `npm start`: a lease comes up in half a minute, like a warm RunPod pod; a model lease
+ * of llama3.2:1b (1.3 GB at 250 MB/s) about five seconds later.
+ */
 export const DEFAULT_SETTINGS: SimSettings = {
-  bootSeconds: 20,
+  bootSeconds: 15,
   lingerSeconds: 8,
-  readySeconds: 10,
+  readySeconds: 5,
+  downloadMbs: 250,
   creditUsd: 100,
   stockScale: 1,
   faults: NO_FAULTS,
@@ -123,6 +153,21 @@ export function normaliseFaults(current: SimFaults, patch: SimFaultsPatch): SimF
           : { after_seconds: v.after_seconds, reason: v.reason ?? DEFAULT_EXIT_REASON };
   }
   if (patch.error_but_created !== undefined) next.error_but_created = patch.error_but_created;
+  if (patch.pull_failure !== undefined) {
+    const v = patch.pull_failure;
+    next.pull_failure =
+      v === true
+        ? { error: DEFAULT_PULL_FAILURE, after_fraction: 0 }
+        : v === false || v === null
+          ? null
+          : typeof v === "string"
+            ? { error: v, after_fraction: 0 }
+            : { error: v.error, after_fraction: v.after_fraction ?? 0 };
+  }
+  if (patch.partial_gpu !== undefined) {
+    const v = patch.partial_gpu;
+    next.partial_gpu = v === true ? DEFAULT_GPU_SHARE : v === false ? null : v;
+  }
   return next;
 }
 
@@ -131,9 +176,20 @@ export function applyConfigPatch(current: SimSettings, patch: SimConfigPatch): S
     bootSeconds: patch.bootSeconds ?? current.bootSeconds,
     lingerSeconds: patch.lingerSeconds ?? current.lingerSeconds,
     readySeconds: patch.readySeconds ?? current.readySeconds,
+    downloadMbs: patch.downloadMbs ?? current.downloadMbs,
     creditUsd: patch.creditUsd ?? current.creditUsd,
     stockScale: patch.stockScale ?? current.stockScale ?? 1,
     faults: patch.faults ? normaliseFaults(current.faults, patch.faults) : current.faults,
+  };
+}
+
+/** Settings stored by an older version lack the newer knobs: they get the defaults. */
+export function withDefaults(stored: SimSettings): SimSettings {
+  return {
+    ...DEFAULT_SETTINGS,
+    ...stored,
+    downloadMbs: stored.downloadMbs ?? DEFAULT_SETTINGS.downloadMbs,
+    faults: { ...NO_FAULTS, ...stored.faults },
   };
 }
 

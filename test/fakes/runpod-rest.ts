@@ -163,13 +163,21 @@ async function create(fake: RunpodFake, request: Request): Promise<Response> {
   } catch {
     return problem(400, "request body is not valid JSON");
   }
-  // RunPod validates against the document: CreatePodRequest has unevaluatedProperties: false.
-  const problems = checkRunpodSchema("CreatePodRequest", body);
+  // The newest runpodctl (internal/api/podcreate_v2.go) sends `entrypoint` and `cmd` arrays,
+  // which the live API takes though the kept document does not list them; the rest is checked
+  // against the document (CreatePodRequest has unevaluatedProperties: false).
+  const { entrypoint, cmd, ...documented } = (body ?? {}) as Record<string, unknown>;
+  const stringArray = (v: unknown) => v === undefined || (Array.isArray(v) && v.every((s) => typeof s === "string"));
+  if (!stringArray(entrypoint) || !stringArray(cmd))
+    return problem(400, "request could not be processed", ["$.entrypoint and $.cmd: arrays of strings"]);
+  const problems = checkRunpodSchema("CreatePodRequest", documented);
   if (problems.length > 0) return problem(400, "request could not be processed", problems);
   const input = body as {
     name: string;
     image: string;
     args?: string;
+    entrypoint?: string[];
+    cmd?: string[];
     disk?: number;
     env?: Record<string, string>;
     ports?: string[];

@@ -1,6 +1,6 @@
 import { CloudModel, type ModelMachine } from "../../src/sim/model";
 import type { FakeService } from "./install";
-import { ollamaResponse } from "./ollama";
+import { envOf, FakeOllama } from "./ollama";
 import { json, text } from "./respond";
 import { handleRest } from "./runpod-rest";
 
@@ -226,6 +226,8 @@ export interface PlantPod {
   lingerMs?: number;
   /** default 0: listed at once */
   listed?: boolean;
+  /** the container's environment (GPULEASE_MODEL makes its Ollama pull and load that model) */
+  env?: Record<string, string>;
 }
 
 // The input fields PodFindAndDeployOnDemandInput has (docs/providers.md#runpod-graphql); anything else is a 400.
@@ -315,6 +317,25 @@ class FieldFailure extends Error {
 
 export class RunpodFake implements FakeService {
   readonly model = new CloudModel({ now: () => Date.now() });
+  /** the Ollama server on each pod, behind the proxy (its switches: download speed, pull failure, spill) */
+  readonly ollama = new FakeOllama({
+    ids: () => this.model.list().map((m) => m.id),
+    host: (id) => {
+      const m = this.model.get(id);
+      if (!m) return undefined;
+      const since = this.model.runningSince(id);
+      const type = this.gpuTypes.find((t) => t.id === m.offerKey);
+      return {
+        upAt:
+          since === null || this.quirks.ollamaNeverListens
+            ? null
+            : since + this.quirks.runtimeWithoutPortsMs + this.quirks.ollamaListenDelayMs,
+        env: envOf((m.meta.env as string[] | undefined) ?? []),
+        vramBytes: type ? type.memoryInGb * 1024 ** 3 * m.gpuCount : null,
+        image: typeof m.meta.imageName === "string" ? m.meta.imageName : null,
+      };
+    },
+  });
   readonly quirks: RunpodQuirks;
   readonly faults: Record<RunpodOperation, RunpodFault[]> = {
     gpuTypes: [],
@@ -371,7 +392,7 @@ export class RunpodFake implements FakeService {
       ignoreTerminates: input.ignoreTerminates ?? 0,
       meta: {
         imageName: "ollama/ollama:latest",
-        env: ["OLLAMA_HOST=0.0.0.0"],
+        env: Object.entries({ OLLAMA_HOST: "0.0.0.0", ...input.env }).map(([k, v]) => `${k}=${v}`),
         ports: input.ports ?? "11434/http,22/tcp",
         dockerArgs: "",
         cloudType: "SECURE",
@@ -857,9 +878,9 @@ export class RunpodFake implements FakeService {
   }
 
   /** docs/providers.md#runpod-readiness: `{id}-{port}.proxy...` answers 502 until the service listens. */
-  private proxy(request: Request, id: string, port: number): Response {
+  private proxy(request: Request, id: string, port: number): Promise<Response> {
     const m = this.model.get(id);
-    if (!m || this.model.state(id) === "gone") return text("Not Found", 404);
+    if (!m || this.model.state(id) === "gone") return Promise.resolve(text("Not Found", 404));
     const state = this.model.state(id);
     const since = this.model.runningSince(id);
     const exposed = parsePorts(m.meta.ports as string).some((p) => p.port === port && p.type === "http");
@@ -870,7 +891,7 @@ export class RunpodFake implements FakeService {
       since !== null &&
       !this.quirks.ollamaNeverListens &&
       Date.now() >= since + this.quirks.runtimeWithoutPortsMs + this.quirks.ollamaListenDelayMs;
-    return ollamaResponse(request, listening);
+    return listening ? this.ollama.serve(request, id) : Promise.resolve(text("Bad Gateway", 502));
   }
 }
 

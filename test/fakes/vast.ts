@@ -1,6 +1,6 @@
 import { CloudModel, type ModelMachine } from "../../src/sim/model";
 import type { FakeService } from "./install";
-import { ollamaResponse } from "./ollama";
+import { FakeOllama } from "./ollama";
 import { json, takeQueued, text } from "./respond";
 
 /**
@@ -187,6 +187,8 @@ export interface PlantVastInstance {
   ports?: number[];
   failStart?: string | null;
   failStatus?: string;
+  /** the container's environment (GPULEASE_MODEL makes its Ollama pull and load that model) */
+  env?: Record<string, string>;
 }
 
 export interface RecordedRequest {
@@ -221,6 +223,8 @@ export class VastFake implements FakeService {
   credit = 37.52;
   readonly apiKey: string;
   private readonly lastCall = new Map<VastOperation, number>();
+  /** the Ollama server on each instance, at its public IP:port (switches: download speed, pull failure, spill) */
+  readonly ollama: FakeOllama;
 
   constructor(options: { now?: () => number; bootMs?: number; lingerMs?: number; apiKey?: string } = {}) {
     this.model = new CloudModel({
@@ -229,6 +233,24 @@ export class VastFake implements FakeService {
       lingerMs: options.lingerMs ?? 0,
     });
     this.apiKey = options.apiKey ?? VAST_FAKE_KEY;
+    this.ollama = new FakeOllama(
+      {
+        ids: () => this.model.list().map((m) => m.id),
+        host: (id) => {
+          const m = this.model.get(id);
+          if (!m) return undefined;
+          const meta = m.meta as unknown as VastMeta;
+          const since = this.model.runningSince(id);
+          return {
+            upAt: since === null ? null : since + this.quirks.ollamaDelayMs,
+            env: meta.env,
+            vramBytes: meta.gpuRamMb * 1024 ** 2 * m.gpuCount,
+            image: meta.image,
+          };
+        },
+      },
+      this.model.now,
+    );
   }
 
   /** Queues a fault for the next `times` calls of one operation. */
@@ -241,7 +263,10 @@ export class VastFake implements FakeService {
   /** Puts an instance in place as if someone rented it earlier (an orphan, a user's own machine). */
   plant(input: PlantVastInstance): ModelMachine {
     const ports = input.ports ?? [11434];
-    const env: Record<string, string> = Object.fromEntries(ports.map((p) => [`-p ${p}:${p}`, "1"]));
+    const env: Record<string, string> = {
+      ...input.env,
+      ...Object.fromEntries(ports.map((p) => [`-p ${p}:${p}`, "1"])),
+    };
     return this.createInstance({
       askId: 0,
       label: input.label,
@@ -288,7 +313,7 @@ export class VastFake implements FakeService {
         this.model.state(machine.id) === "running" &&
         since !== null &&
         this.model.now() >= since + this.quirks.ollamaDelayMs;
-      return ollamaResponse(request, listening);
+      return listening ? this.ollama.serve(request, machine.id) : text("Bad Gateway", 502);
     }
     const raw = request.method === "GET" || request.method === "HEAD" ? "" : await request.text();
     let body: unknown;

@@ -39,6 +39,8 @@ const lease = (overrides: Partial<LeaseRow> = {}): LeaseRow =>
       weights_gb: 18,
       context_length: null,
       min_billed_minutes: 0,
+      model: null,
+      download_s: 0,
     },
     created_at: iso(0),
     rented_at: iso(1),
@@ -56,6 +58,97 @@ const status = (state: MachineStatus["state"], extra: Partial<MachineStatus> = {
 });
 
 const loop = (overrides: Partial<LoopState> = {}): LoopState => ({ ...initialLoopState, ...overrides });
+
+describe("a model lease coming up", () => {
+  const model = {
+    name: "qwen2.5:32b",
+    digest: "sha256:registry",
+    weights_gb: 19.9,
+    vram_need_gb: 24.3,
+    context_length: 8192,
+    loaded_at: null,
+  };
+  const modelLease = (over: Partial<LeaseRow> = {}) => lease({ spec: { ...lease().spec, model }, ...over });
+  const probe = (p: NonNullable<Parameters<typeof decideAfterPoll>[2] & { ok: true }>["probe"]) =>
+    ({ ok: true, status: status("running"), probe: p }) as const;
+
+  it("logs pulling in 10 % steps, then loading, and runs once a one-token generation answered", () => {
+    const half = decideAfterPoll(
+      modelLease(),
+      loop(),
+      probe({ phase: "pulling", completed: 10e9, total: 19.9e9 }),
+      at(60),
+      settings,
+    );
+    expect(half.events).toEqual([{ kind: "pulling", detail: "10.0 of 19.9 GB (50 %)" }]);
+    const same = decideAfterPoll(
+      modelLease(),
+      half.loop,
+      probe({ phase: "pulling", completed: 11e9, total: 19.9e9 }),
+      at(70),
+      settings,
+    );
+    expect(same.events).toEqual([]);
+    const loading = decideAfterPoll(
+      modelLease(),
+      same.loop,
+      probe({ phase: "loading", digest: "sha256:d" }),
+      at(80),
+      settings,
+    );
+    expect(loading.events.map((e) => e.kind)).toEqual(["loading"]);
+    expect(loading.patch.status).toBeUndefined();
+    const ready = decideAfterPoll(
+      modelLease(),
+      loading.loop,
+      probe({ phase: "ready", digest: "sha256:server" }),
+      at(90),
+      settings,
+    );
+    expect(ready.patch).toMatchObject({
+      status: "running",
+      running_at: iso(90),
+      spec: { model: { ...model, digest: "sha256:server", loaded_at: iso(90) } },
+    });
+  });
+
+  it("a failed pull and a model that spills to the CPU end the lease with start_failed and the reason", () => {
+    const failed = decideAfterPoll(
+      modelLease(),
+      loop(),
+      probe({ phase: "failed", error: "pull model manifest: file does not exist" }),
+      at(60),
+      settings,
+    );
+    expect(failed.patch).toMatchObject({
+      status: "stopping",
+      stop_reason: "start_failed",
+      error: "the model could not be pulled or loaded: pull model manifest: file does not exist",
+    });
+    expect(failed.teardownNow).toBe(true);
+    const spilled = decideAfterPoll(
+      modelLease(),
+      loop(),
+      probe({ phase: "spilled", digest: "sha256:d", size: 26e9, size_vram: 23.5e9 }),
+      at(60),
+      settings,
+    );
+    expect(spilled.patch).toMatchObject({
+      stop_reason: "start_failed",
+      error: "the model does not fit in GPU memory: 23.5 of 26.0 GB on the GPU, the rest on the CPU",
+    });
+  });
+
+  it("the start timeout grows with the weights' download time", () => {
+    const slow = modelLease({ spec: { ...modelLease().spec, download_s: 1200 } });
+    expect(capReached(slow, loop(), at(20 * 60), settings)).toBeNull();
+    expect(capReached(slow, loop(), at(40 * 60), settings)).toMatchObject({
+      reason: "start_timeout",
+      error: "the machine did not start within 40 minutes",
+    });
+    expect(capReached(modelLease(), loop(), at(20 * 60), settings)?.reason).toBe("start_timeout");
+  });
+});
 
 describe("billing", () => {
   it("RunPod, Vast and the sim bill from the accepted rental; VRAMfarm from running with its minimum", () => {
@@ -100,7 +193,7 @@ describe("provisioning", () => {
     const first = decideAfterPoll(
       lease(),
       loop(),
-      { ok: true, status: status("booting"), ollamaReady: null },
+      { ok: true, status: status("booting"), probe: null },
       at(10),
       settings,
     );
@@ -110,7 +203,7 @@ describe("provisioning", () => {
     const second = decideAfterPoll(
       lease(),
       first.loop,
-      { ok: true, status: status("booting"), ollamaReady: null },
+      { ok: true, status: status("booting"), probe: null },
       at(20),
       settings,
     );
@@ -121,7 +214,7 @@ describe("provisioning", () => {
     const waiting = decideAfterPoll(
       lease(),
       loop(),
-      { ok: true, status: status("running"), ollamaReady: false },
+      { ok: true, status: status("running"), probe: { phase: "down" } },
       at(60),
       settings,
     );
@@ -130,7 +223,7 @@ describe("provisioning", () => {
     const up = decideAfterPoll(
       lease(),
       loop(),
-      { ok: true, status: status("running"), ollamaReady: true },
+      { ok: true, status: status("running"), probe: { phase: "ready", digest: "" } },
       at(70),
       settings,
     );
@@ -144,7 +237,7 @@ describe("provisioning", () => {
     const custom = decideAfterPoll(
       lease({ template: "custom" }),
       loop(),
-      { ok: true, status: status("running"), ollamaReady: null },
+      { ok: true, status: status("running"), probe: null },
       at(70),
       settings,
     );
@@ -155,7 +248,7 @@ describe("provisioning", () => {
     const failed = decideAfterPoll(
       lease(),
       loop(),
-      { ok: true, status: status("exited", { error: "OCI runtime create failed" }), ollamaReady: null },
+      { ok: true, status: status("exited", { error: "OCI runtime create failed" }), probe: null },
       at(40),
       settings,
     );
@@ -199,7 +292,7 @@ describe("running", () => {
     const d = decideAfterPoll(
       capped,
       loop(),
-      { ok: true, status: status("running", { traffic_cost: 0.99 }), ollamaReady: null },
+      { ok: true, status: status("running", { traffic_cost: 0.99 }), probe: null },
       at(200),
       settings,
     );
@@ -212,7 +305,7 @@ describe("running", () => {
     const first = decideAfterPoll(
       running,
       loop(),
-      { ok: true, status: status("gone"), ollamaReady: null },
+      { ok: true, status: status("gone"), probe: null },
       at(300),
       settings,
     );
@@ -224,7 +317,7 @@ describe("running", () => {
     const back = decideAfterPoll(
       running,
       first.loop,
-      { ok: true, status: status("running"), ollamaReady: null },
+      { ok: true, status: status("running"), probe: null },
       at(305),
       settings,
     );
@@ -232,7 +325,7 @@ describe("running", () => {
     const d = decideAfterPoll(
       running,
       first.loop,
-      { ok: true, status: status("gone"), ollamaReady: null },
+      { ok: true, status: status("gone"), probe: null },
       at(305),
       settings,
     );
@@ -244,7 +337,7 @@ describe("running", () => {
     const d = decideAfterPoll(
       running,
       loop(),
-      { ok: true, status: status("running"), ollamaReady: null },
+      { ok: true, status: status("running"), probe: null },
       at(3601),
       settings,
     );
@@ -252,7 +345,7 @@ describe("running", () => {
     const reported = decideAfterPoll(
       running,
       loop(),
-      { ok: true, status: status("running", { cost: 5 }), ollamaReady: null },
+      { ok: true, status: status("running", { cost: 5 }), probe: null },
       at(3601),
       settings,
     );
@@ -465,7 +558,7 @@ describe("teardown with other creates open", () => {
     const poll = (price: number | null) => ({
       ok: true as const,
       status: status("running", { price_per_hour: price }),
-      ollamaReady: null,
+      probe: null,
     });
     const d = decideAfterPoll(running, loop(), poll(0.9), at(200), settings);
     // 0.9 USD/h × (20 + 60) minutes, billed from the accepted rental.

@@ -82,7 +82,18 @@ describe("GET /v1/offers access", () => {
     const offers = doc.paths["/v1/offers"]?.get;
     expect(offers?.security).toEqual([{ Bearer: [] }]);
     expect(offers?.parameters?.map((p) => p.name).sort()).toEqual(
-      ["gpu", "gpu_count", "limit", "max_price", "provider", "template", "vram_gb", "weights_gb"].sort(),
+      [
+        "context_length",
+        "gpu",
+        "gpu_count",
+        "limit",
+        "max_price",
+        "model",
+        "provider",
+        "template",
+        "vram_gb",
+        "weights_gb",
+      ].sort(),
     );
     expect(Object.keys(offers?.responses ?? {})).toEqual(expect.arrayContaining(["200", "400", "401", "403"]));
     expect(doc.paths["/v1/offer-types"]?.get?.security).toEqual([{ Bearer: [] }]);

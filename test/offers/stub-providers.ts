@@ -40,7 +40,7 @@ export function stubProvider(
     findByLabel: unused,
     listOwn: unused,
     balance: unused,
-    ollamaReady: () => Promise.resolve(false),
+    ollamaProbe: () => Promise.resolve({ phase: "down" as const }),
   };
 }
 

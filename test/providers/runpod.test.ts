@@ -119,7 +119,7 @@ describe("transport", () => {
     await provider.status(ref);
     await provider.findByLabel("gl-ollama-0001");
     await provider.balance();
-    await provider.ollamaReady(ref, await provider.status(ref));
+    await provider.ollamaProbe(ref, await provider.status(ref), null);
     await provider.terminate(ref);
     expect(installed.requests.length).toBeGreaterThan(6);
     for (const request of installed.requests) expect(request.url).not.toContain(RUNPOD_FAKE_KEY);
@@ -772,24 +772,24 @@ describe("own machines and balance", () => {
   });
 });
 
-describe("ollamaReady", () => {
-  it("false while the proxy answers 502, true once Ollama listens", async () => {
+describe("ollamaProbe (an empty Ollama server)", () => {
+  it("down while the proxy answers 502, ready once Ollama listens", async () => {
     fake.quirks.ollamaListenDelayMs = 90_000;
     const ref = await rentedPod();
     const provider = runpod();
     const running = await provider.status(ref);
     expect(running.state).toBe("running");
-    expect(await provider.ollamaReady(ref, running)).toBe(false);
+    expect(await provider.ollamaProbe(ref, running, null)).toEqual({ phase: "down" });
     const proxied = await fetch(`http://${ref}-11434.proxy.runpod.fake/api/version`);
     expect(proxied.status).toBe(502);
     advance(91_000);
-    expect(await provider.ollamaReady(ref, running)).toBe(true);
+    expect(await provider.ollamaProbe(ref, running, null)).toEqual({ phase: "ready", digest: "" });
   });
 
   it("never ready when Ollama never listens", async () => {
     fake.quirks.ollamaNeverListens = true;
     const ref = await rentedPod();
     advance(600_000);
-    expect(await runpod().ollamaReady(ref, await runpod().status(ref))).toBe(false);
+    expect(await runpod().ollamaProbe(ref, await runpod().status(ref), null)).toEqual({ phase: "down" });
   });
 });

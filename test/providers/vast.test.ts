@@ -436,10 +436,12 @@ describe("vast status", () => {
     const ref = await rented();
     now += 61_000;
     const running = await vast.status(ref);
-    expect(await vast.ollamaReady(ref, running)).toBe(false);
+    expect(await vast.ollamaProbe(ref, running, null)).toEqual({ phase: "down" });
     now += 10_000;
-    expect(await vast.ollamaReady(ref, running)).toBe(true);
-    expect(await vast.ollamaReady(ref, { ...running, state: "booting", access: null })).toBe(false);
+    expect(await vast.ollamaProbe(ref, running, null)).toEqual({ phase: "ready", digest: "" });
+    expect(await vast.ollamaProbe(ref, { ...running, state: "booting", access: null }, null)).toEqual({
+      phase: "down",
+    });
   });
 });
 

@@ -408,7 +408,7 @@ describe("vramfarm own machines and account", () => {
     await rented();
     await providerError(farm.findByLabel("gpulease-lse01", hint));
     now += 6 * MINUTE;
-    expect(await farm.ollamaReady(ref, await farm.status(ref))).toBe(false);
+    expect(await farm.ollamaProbe(ref, await farm.status(ref), null)).toEqual({ phase: "down" });
   });
 
   it("reads the balance in EUR", async () => {

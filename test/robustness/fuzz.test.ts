@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { statusByCode } from "../../src/errors";
 import { LeaseInputSchema } from "../../src/leases/schema";
 import { type InstalledFakes, installFakes } from "../fakes/install";
+import { OllamaRegistryFake } from "../fakes/ollama-registry";
 import { RunpodFake } from "../fakes/runpod";
 import { VastFake } from "../fakes/vast";
 import { VramfarmFake } from "../fakes/vramfarm";
@@ -277,7 +278,8 @@ beforeAll(async () => {
   vast.credit = 0;
   vramfarm = new VramfarmFake();
   vramfarm.quirks.maxServers = 0;
-  fakes = installFakes(runpod, vast, vramfarm);
+  // The model registry answers (a model a generated body names is unknown there: a 400).
+  fakes = installFakes(runpod, vast, vramfarm, new OllamaRegistryFake());
   await simRefusesEverything();
 
   const doc = (await (await SELF.fetch("http://gpulease.test/openapi.json")).json()) as OpenApiDoc;

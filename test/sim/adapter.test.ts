@@ -123,12 +123,12 @@ describe("machine lifecycle", () => {
     const running = await sim.status(ref);
     expect(running).toMatchObject({
       state: "running",
-      access: { urls: [`sim://${ref}:11434`], ssh: null },
+      access: { urls: [`http://localhost:8787/sim/ollama/${ref}`], ssh: null },
       price_per_hour: 0.69,
     });
-    expect(await sim.ollamaReady(ref, running)).toBe(false);
+    expect(await sim.ollamaProbe(ref, running, null)).toEqual({ phase: "down" });
     advance(10);
-    expect(await sim.ollamaReady(ref, running)).toBe(true);
+    expect(await sim.ollamaProbe(ref, running, null)).toEqual({ phase: "ready", digest: "" });
 
     advance(3600 - 30); // one hour after creation
     expect((await sim.status(ref)).cost).toBeCloseTo(0.69, 4);
@@ -138,7 +138,7 @@ describe("machine lifecycle", () => {
     const lingering = await sim.status(ref);
     expect(lingering.state).toBe("running"); // terminating still exists: its last state, never "gone"
     expect(lingering.cost).toBeCloseTo(0.69, 4); // billing stopped at terminate
-    expect(await sim.ollamaReady(ref, lingering)).toBe(false);
+    expect(await sim.ollamaProbe(ref, lingering, null)).toEqual({ phase: "down" });
 
     advance(3);
     expect(await sim.status(ref)).toMatchObject({ state: "gone", access: null });
@@ -175,7 +175,10 @@ describe("machine lifecycle", () => {
     const result = await sim.rent(await offer("l40s"), { ...spec("gpulease-custom", "custom"), ports: [8000, 22] });
     const ref = result.ok ? result.ref : "";
     advance(20);
-    expect((await sim.status(ref)).access?.urls).toEqual([`sim://${ref}:8000`, `sim://${ref}:22`]);
+    expect((await sim.status(ref)).access?.urls).toEqual([
+      `http://localhost:8787/sim/ports/${ref}/8000`,
+      `http://localhost:8787/sim/ports/${ref}/22`,
+    ]);
   });
 
   it("rejects an offer id that is not the sim's", async () => {
@@ -280,7 +283,7 @@ describe("faults", () => {
       access: null,
       error: "OCI runtime create failed: exec: python: not found",
     });
-    expect(await sim.ollamaReady(ref, await sim.status(ref))).toBe(false);
+    expect(await sim.ollamaProbe(ref, await sim.status(ref), null)).toEqual({ phase: "down" });
   });
 
   it("status_error: reads throw a ProviderError", async () => {

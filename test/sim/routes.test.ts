@@ -32,14 +32,15 @@ beforeEach(async () => {
 });
 
 describe("GET /v1/sim and PUT /v1/sim/config", () => {
-  it("shows the defaults for npm start: boot 20 s, ready 10 s later, linger 8 s, 100 USD, no faults", async () => {
+  it("shows the defaults for npm start: boot 15 s, ready 5 s later, 250 MB/s, linger 8 s, 100 USD, no faults", async () => {
     const res = await api("/v1/sim");
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({
       config: {
-        boot_seconds: 20,
+        boot_seconds: 15,
         linger_seconds: 8,
-        ready_seconds: 10,
+        ready_seconds: 5,
+        download_mbs: 250,
         credit_usd: 100,
         stock_scale: 1,
         faults: {
@@ -51,6 +52,8 @@ describe("GET /v1/sim and PUT /v1/sim/config", () => {
           listing_error: false,
           exit: null,
           error_but_created: false,
+          pull_failure: null,
+          partial_gpu: null,
         },
       },
       balance_usd: 100,
@@ -59,18 +62,37 @@ describe("GET /v1/sim and PUT /v1/sim/config", () => {
   });
 
   it("changes only the fields given and normalises fault shorthands", async () => {
-    const res = await put({ boot_seconds: 2, faults: { no_capacity: "h100-sxm", fail_start: true, exit: true } });
+    const res = await put({
+      boot_seconds: 2,
+      download_mbs: 40,
+      faults: { no_capacity: "h100-sxm", fail_start: true, exit: true, pull_failure: true, partial_gpu: true },
+    });
     expect(res.status).toBe(200);
     const { config } = (await res.json()) as SimStateBody;
-    expect(config).toMatchObject({ boot_seconds: 2, linger_seconds: 8, ready_seconds: 10 });
+    expect(config).toMatchObject({ boot_seconds: 2, linger_seconds: 8, ready_seconds: 5, download_mbs: 40 });
     expect(config.faults).toMatchObject({
       no_capacity: ["h100-sxm"],
       fail_start: expect.stringContaining("failed to start"),
       exit: { after_seconds: 0, reason: expect.any(String) },
       ignore_terminates: 0,
+      pull_failure: { error: "pull model manifest: file does not exist", after_fraction: 0 },
+      partial_gpu: 0.6,
     });
-    await put({ faults: { fail_start: false } });
-    expect((await state()).config.faults).toMatchObject({ fail_start: null, no_capacity: ["h100-sxm"] });
+    await put({
+      faults: {
+        fail_start: false,
+        pull_failure: { error: "write /root/.ollama/models/blobs: no space left on device", after_fraction: 0.4 },
+        partial_gpu: 0.25,
+      },
+    });
+    expect((await state()).config.faults).toMatchObject({
+      fail_start: null,
+      no_capacity: ["h100-sxm"],
+      pull_failure: { error: expect.stringContaining("no space left"), after_fraction: 0.4 },
+      partial_gpu: 0.25,
+    });
+    await put({ faults: { pull_failure: false, partial_gpu: false } });
+    expect((await state()).config.faults).toMatchObject({ pull_failure: null, partial_gpu: null });
   });
 
   it("answers 400 naming the fields of a bad config", async () => {
@@ -81,6 +103,9 @@ describe("GET /v1/sim and PUT /v1/sim/config", () => {
       [{ faults: { ignore_terminates: 1.5 } }, "faults.ignore_terminates"],
       [{ faults: { exit: { after_seconds: -5 } } }, "faults.exit"],
       [{ faults: { made_up: true } }, "faults"],
+      [{ download_mbs: 0 }, "download_mbs"],
+      [{ faults: { partial_gpu: 1.5 } }, "faults.partial_gpu"],
+      [{ faults: { pull_failure: { error: "x", after_fraction: 2 } } }, "faults.pull_failure"],
       [{ boot: 5 }, ""],
     ];
     for (const [body, path] of cases) {
@@ -93,7 +118,7 @@ describe("GET /v1/sim and PUT /v1/sim/config", () => {
         JSON.stringify(error.issues),
       ).toBe(true);
     }
-    expect((await state()).config.boot_seconds).toBe(20); // nothing applied
+    expect((await state()).config.boot_seconds).toBe(15); // nothing applied
   });
 });
 
@@ -155,7 +180,7 @@ describe("access", () => {
       expect(res.status, `${method} ${path}`).toBe(403);
       expect((await errorBody(res)).code).toBe("forbidden");
     }
-    expect((await state()).config.boot_seconds).toBe(20);
+    expect((await state()).config.boot_seconds).toBe(15);
   });
 
   it("answers 401 without a token", async () => {

@@ -10,6 +10,7 @@ export const createOffer = (over: Partial<CreateOffer> = {}): CreateOffer => ({
   min_billed_minutes: 0,
   billing_starts_at: "accepted",
   image: null,
+  download_s: 0,
   ...over,
 });
 

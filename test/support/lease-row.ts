@@ -29,6 +29,8 @@ export function leaseRow(over: Partial<LeaseRow> = {}): LeaseRow {
       weights_gb: 0,
       context_length: null,
       min_billed_minutes: 0,
+      model: null,
+      download_s: 0,
     },
     max_minutes: 60,
     max_cost: null,

@@ -24,6 +24,7 @@ export interface RentFields {
   template?: string;
   image?: string;
   cmd?: string;
+  model?: string;
   max_minutes?: string;
   max_cost?: string;
 }
@@ -255,6 +256,13 @@ export function RentForm(props: { fields: RentFields; csrf: string; problem: Api
           value={v.image}
         />
         <Field id="r-cmd" name="cmd" label="Command" hint="custom only, optional" value={v.cmd} />
+        <Field
+          id="r-model"
+          name="model"
+          label="Model"
+          hint="ollama only, optional: pulled, loaded and answering before the lease runs, e.g. qwen2.5:32b"
+          value={v.model}
+        />
         <div class="grid">
           <Field
             id="r-minutes"
