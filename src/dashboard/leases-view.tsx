@@ -136,6 +136,21 @@ export function AccessList({ lease }: { lease: Lease }) {
           </button>
         </li>
       ))}
+      {lease.access?.openai_base_url && lease.status === "running" ? (
+        <li>
+          <span class="muted small">OpenAI base URL </span>
+          <code>{lease.access.openai_base_url}</code>{" "}
+          <button
+            type="button"
+            class="copy"
+            data-copy={lease.access.openai_base_url}
+            aria-label="Copy the OpenAI base URL"
+            hidden
+          >
+            Copy
+          </button>
+        </li>
+      ) : null}
       {ssh ? (
         <li>
           <code>{`ssh -p ${ssh.port} root@${ssh.host}`}</code>{" "}

@@ -222,6 +222,9 @@ async function listedCandidates(services: Services, input: LeaseInput): Promise<
     let offer: RankedOffer | null;
     try {
       offer = await findOffer(services, input.offer_id, sizing);
+      // A model's need filters that listing: an offer too small for it is found without the
+      // filter, and refused below as one the model does not fit rather than as unknown.
+      if (!offer && input.model) offer = await findOffer(services, input.offer_id, { weights_gb: input.weights_gb });
     } catch (error) {
       return new RentRefusal("provider_error", `could not look the offer up: ${safeMessage(services, error)}`);
     }

@@ -139,6 +139,24 @@ export function LeaseDetail({ view, caller, csrf }: { view: LeaseView; caller: C
           {lease.gpu ?? "—"} at {lease.provider ?? "—"}
           {lease.provider_ref ? <code class="muted small"> {lease.provider_ref}</code> : null}
         </dd>
+        {lease.model ? (
+          <>
+            <dt>Model</dt>
+            <dd>
+              <code>{lease.model.name}</code>{" "}
+              <span class="muted small">
+                {lease.model.weights_gb} GB
+                {lease.model.vram_need_gb !== null ? `, needs ${lease.model.vram_need_gb} GB of GPU memory` : ""}
+                {lease.model.context_length !== null ? ` at ${lease.model.context_length} tokens of context` : ""}
+                {lease.model.loaded_at
+                  ? ", loaded and answering"
+                  : lease.status === "provisioning"
+                    ? ", coming up"
+                    : ""}
+              </span>
+            </dd>
+          </>
+        ) : null}
         <dt>Price</dt>
         <dd class="num">{lease.price_per_hour === null ? "—" : `${money(lease.price_per_hour, lease.currency)}/h`}</dd>
         <dt>Cost so far</dt>
