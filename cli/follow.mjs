@@ -69,6 +69,7 @@ export async function followRent(client, url, lease, options) {
         process.stderr.write(`${pc.green("running")} · ${elapsed(Date.now() - started)} to start\n`);
         const urls = lease.access?.urls ?? [];
         process.stdout.write(urls.length ? `${urls.join("\n")}\n` : `${id} is running (no HTTP port exposed)\n`);
+        if (lease.access?.openai_base_url) process.stdout.write(`openai: ${lease.access.openai_base_url}\n`);
         if (lease.access?.ssh) process.stdout.write(`ssh -p ${lease.access.ssh.port} root@${lease.access.ssh.host}\n`);
       }
       return;

@@ -25,10 +25,11 @@ export function freePort() {
 
 /**
  * Starts `wrangler dev` and waits for /health. `vars` are extra `--var NAME:VALUE` arguments
- * (already split: ["--var", "X:1", ...]). Returns the base URL, an authorised fetch helper, the
+ * (already split: ["--var", "X:1", ...]). The rate limits are lifted unless `liftRateLimits` is
+ * false (then wrangler.toml's apply). Returns the base URL, an authorised fetch helper, the
  * combined log and stop().
  */
-export async function startWorker({ port, vars = [], sim = false, admin = ADMIN } = {}) {
+export async function startWorker({ port, vars = [], sim = false, admin = ADMIN, liftRateLimits = true } = {}) {
   port ??= await freePort();
   const inspectorPort = await freePort();
   const persist = mkdtempSync(join(tmpdir(), "gpulease-local-"));
@@ -52,10 +53,7 @@ export async function startWorker({ port, vars = [], sim = false, admin = ADMIN 
       `ADMIN_TOKEN:${admin}`,
       "--var",
       `ENABLE_SIM:${sim}`,
-      "--var",
-      "RATE_LIMIT_PER_MIN:1000000",
-      "--var",
-      "RENT_RATE_LIMIT_PER_MIN:1000000",
+      ...(liftRateLimits ? ["--var", "RATE_LIMIT_PER_MIN:1000000", "--var", "RENT_RATE_LIMIT_PER_MIN:1000000"] : []),
       ...vars,
     ],
     { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] },

@@ -68,7 +68,9 @@ describe("gpulease", () => {
     expect(rent.stderr).toMatch(/waiting for Ollama/);
     expect(rent.stderr).toMatch(/running · \d+:\d\d to start/);
     const url = rent.stdout.trim().split("\n")[0] as string;
-    expect(url).toMatch(/:11434/);
+    // The sim serves each machine's Ollama through the worker.
+    expect(url).toMatch(/\/sim\/ollama\/sim-[0-9a-f]+$/);
+    expect(rent.stdout).toContain(`openai: ${url}/v1`);
 
     const ls = JSON.parse((await ok(["ls", "--json"])).stdout) as {
       leases: { id: string; access: { urls: string[] } }[];

@@ -128,8 +128,10 @@ describe("the dashboard in a browser", () => {
     const first = await cost.textContent();
     await expect.poll(() => cost.textContent(), { timeout: 5_000 }).not.toBe(first);
     // the access URL, with a copy button the script reveals
-    expect(await row.locator("ul.access code").first().textContent()).toContain(":11434");
-    expect(await row.getByRole("button", { name: /^Copy / }).isVisible()).toBe(true);
+    expect(await row.locator("ul.access code").first().textContent()).toMatch(/\/sim\/ollama\/sim-/);
+    expect(await row.getByRole("button", { name: /^Copy http/ }).isVisible()).toBe(true);
+    // and the OpenAI-compatible base URL of its Ollama server
+    expect(await row.getByRole("button", { name: "Copy the OpenAI base URL" }).isVisible()).toBe(true);
 
     await row.getByRole("button", { name: "Stop", exact: true }).click();
     await page.waitForURL(`${base}/?notice=stopping`);

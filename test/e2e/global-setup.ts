@@ -1,13 +1,15 @@
 import type { TestProject } from "vitest/node";
 // @ts-expect-error: plain ESM helper shared with the benches, no type declarations
-import { startWorker } from "../../scripts/lib/local-worker.mjs";
+import { startFakeRegistry } from "../../bench/lib/fake-registry.mjs";
+// @ts-expect-error: plain ESM helper shared with the benches, no type declarations
+import { freePort, startWorker } from "../../scripts/lib/local-worker.mjs";
 
 /**
  * One local worker per suite that rents or stops leases (the CLI's stop-all stops every lease of
  * its worker), so the suites run side by side without seeing each other's leases. The short
  * read-only suites (health, openapi) use the CLI's.
  */
-export const SUITES = ["cli", "dashboard", "webhooks"] as const;
+export const SUITES = ["cli", "dashboard", "webhooks", "model"] as const;
 export type Suite = (typeof SUITES)[number];
 
 export interface LocalWorker {
@@ -20,15 +22,42 @@ export interface LocalWorker {
 declare module "vitest" {
   export interface ProvidedContext {
     workers: Record<Suite, LocalWorker>;
+    /** the model suite's Ollama registry (the fake, on loopback) */
+    modelRegistryUrl: string;
   }
+}
+
+interface SuiteOptions {
+  port?: number;
+  vars: string[];
+  liftRateLimits: boolean;
+}
+
+/**
+ * The model suite's worker sizes models from, and its sim machines pull from, the registry fake on
+ * loopback; it answers at its own port (the sim's Ollama URLs name PUBLIC_URL) and keeps the
+ * default rate limits, as a real client meets them.
+ */
+async function modelSuite(registryUrl: string): Promise<SuiteOptions> {
+  const port = (await freePort()) as number;
+  return {
+    port,
+    liftRateLimits: false,
+    vars: ["--var", `OLLAMA_REGISTRY_URL:${registryUrl}`, "--var", `PUBLIC_URL:http://127.0.0.1:${port}`],
+  };
 }
 
 /** Starts the local workers (sim on, fast polls) for the e2e files and stops them afterwards. */
 export default async function setup(project: TestProject) {
+  const registry = await startFakeRegistry();
+  const model = await modelSuite(registry.url);
   const started = await Promise.all(
-    SUITES.map(() =>
-      startWorker({
+    SUITES.map((suite) => {
+      const options: SuiteOptions = suite === "model" ? model : { vars: [], liftRateLimits: true };
+      return startWorker({
         sim: true,
+        port: options.port,
+        liftRateLimits: options.liftRateLimits,
         vars: [
           "--var",
           "MAX_ACTIVE_LEASES:50",
@@ -38,9 +67,10 @@ export default async function setup(project: TestProject) {
           "VERIFY_INTERVAL_S:1",
           "--var",
           "ALLOW_HTTP_WEBHOOKS:true",
+          ...options.vars,
         ],
-      }),
-    ),
+      });
+    }),
   );
   project.provide(
     "workers",
@@ -48,7 +78,9 @@ export default async function setup(project: TestProject) {
       SUITES.map((suite, i) => [suite, { baseUrl: started[i].base, adminToken: started[i].admin }]),
     ) as Record<Suite, LocalWorker>,
   );
+  project.provide("modelRegistryUrl", registry.url);
   return async () => {
     await Promise.all(started.map((worker: { stop(): Promise<void> }) => worker.stop()));
+    await registry.close();
   };
 }
