@@ -85,6 +85,15 @@ function leaseSummary(lease) {
     ["caps", `${lease.max_minutes} min${lease.max_cost ? `, ${lease.max_cost} USD` : ""}`],
     ["urls", (lease.access?.urls ?? []).join(" ")],
     ["openai", lease.access?.openai_base_url ?? null],
+    [
+      "usage",
+      lease.usage &&
+        `${lease.usage.requests} requests, ${lease.usage.prompt_tokens}+${lease.usage.completion_tokens} tokens` +
+          (lease.usage.decode_tokens_per_s !== null ? `, ${lease.usage.decode_tokens_per_s} tok/s` : "") +
+          (lease.usage.usd_per_million_tokens !== null
+            ? `, ${lease.usage.usd_per_million_tokens} USD per M tokens`
+            : ""),
+    ],
     ["stop reason", lease.stop_reason],
     ["error", lease.error],
     ["created", lease.created_at],

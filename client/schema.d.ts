@@ -40,6 +40,13 @@ export interface paths {
     /** One lease */
     get: operations["getLease"];
   };
+  "/v1/leases/{id}/inference-key": {
+    /**
+     * A new inference key for a model lease
+     * @description The old key stops working at once; the new one is shown only in this answer.
+     */
+    post: operations["rotateInferenceKey"];
+  };
   "/v1/leases/{id}/stop": {
     /**
      * Stop a lease
@@ -182,7 +189,7 @@ export interface components {
       /** @example max_minutes: Too big: expected number to be <=10080 */
       error: string;
       /** @enum {string} */
-      code: "invalid_request" | "unauthorized" | "budget_exceeded" | "forbidden" | "not_found" | "no_capacity" | "limit_reached" | "conflict" | "rate_limited" | "internal" | "provider_error" | "config_invalid";
+      code: "invalid_request" | "unauthorized" | "budget_exceeded" | "forbidden" | "not_found" | "no_capacity" | "limit_reached" | "conflict" | "lease_not_running" | "rate_limited" | "internal" | "provider_error" | "config_invalid";
       /** @description the fields that failed validation (invalid_request) */
       issues?: {
           path: string;
@@ -230,12 +237,22 @@ export interface components {
       location: string | null;
       /** @description memory bandwidth of all cards, reduced 10 % per extra card; null when unknown */
       bandwidth_gbs: number | null;
+      /**
+       * @description what metered leases of this provider and GPU (this host's own, once it has MEASURED_MIN_SAMPLES) got in the last 30 days: the median of decode tokens/s × model size, per card, reduced like bandwidth_gbs; null when none was measured
+       * @example 941
+       */
+      measured_bandwidth_gbs: number | null;
+      /**
+       * @description metered leases behind measured_bandwidth_gbs; from MEASURED_MIN_SAMPLES (default 3) on, `value` uses the measured figure instead of bandwidth_gbs
+       * @example 4
+       */
+      measured_samples: number;
       /** @description estimated seconds until the weights are loaded */
       load_time_s: number;
       /** @description price × (1 + load time) + download fee, in `currency` */
       first_hour_cost: number;
       first_hour_cost_usd: number;
-      /** @description bandwidth per USD of the first hour; null when bandwidth or price is unknown */
+      /** @description bandwidth per USD of the first hour (the measured bandwidth where there are enough samples); null when bandwidth or price is unknown */
       value: number | null;
       /** @description minimum billed minutes per start */
       min_billed_minutes: number;
@@ -315,6 +332,7 @@ export interface components {
       stopped_at: string | null;
       teardown_verified_at: string | null;
       model: components["schemas"]["LeaseModel"];
+      usage: components["schemas"]["LeaseUsage"];
       /** @description every create sent for this lease, with its resolution; never stopped while one is unresolved */
       creates: components["schemas"]["LeaseCreate"][];
     };
@@ -334,6 +352,19 @@ export interface components {
       /** @description when a one-token generation of the model first answered */
       loaded_at: string | null;
     }) | null;
+    /** @description requests through the LLM gateway (GET /v1/leases/{id}); null before the first, or in lists */
+    LeaseUsage: ({
+      requests: number;
+      errors: number;
+      prompt_tokens: number;
+      completion_tokens: number;
+      /** @description median over recent requests */
+      decode_tokens_per_s: number | null;
+      /** @description median over recent requests */
+      first_token_ms: number | null;
+      /** @description the lease's cost so far ÷ its tokens (prompt + completion), per million */
+      usd_per_million_tokens: number | null;
+    }) | null;
     LeaseCreate: {
       /** @enum {string} */
       provider: "runpod" | "vast" | "vramfarm" | "sim";
@@ -343,6 +374,10 @@ export interface components {
       resolution: "unresolved" | "machine" | "none";
       provider_ref: string | null;
       resolved_at: string | null;
+    };
+    RentedLease: components["schemas"]["Lease"] & {
+      /** @description a model lease's key for /llm/{id}/…, shown only here (rotate to get a new one) */
+      inference_key?: string;
     };
     LeaseInput: {
       name?: string;
@@ -381,6 +416,10 @@ export interface components {
       max_minutes: number;
       /** @description in USD */
       max_cost?: number;
+    };
+    InferenceKey: {
+      /** @example glk_… */
+      inference_key: string;
     };
     LeaseEvent: {
       /** @description increasing; the SSE event id */
@@ -573,7 +612,7 @@ export interface components {
     CreatedToken: {
       id: string;
       name: string;
-      scopes: ("read" | "rent" | "stop" | "admin")[];
+      scopes: ("read" | "rent" | "stop" | "infer" | "admin")[];
       /**
        * @description the bearer token; shown only in this response
        * @example gl_…
@@ -592,13 +631,13 @@ export interface components {
        *   "stop"
        * ]
        */
-      scopes: ("read" | "rent" | "stop" | "admin")[];
+      scopes: ("read" | "rent" | "stop" | "infer" | "admin")[];
     };
     Token: {
       /** @example tok_01jb3k8x0m4q7r2s5t6v9w */
       id: string;
       name: string;
-      scopes: ("read" | "rent" | "stop" | "admin")[];
+      scopes: ("read" | "rent" | "stop" | "infer" | "admin")[];
       created_at: string;
       /** @description updated at most about once a minute */
       last_used_at: string | null;
@@ -1119,10 +1158,10 @@ export interface operations {
           "application/json": components["schemas"]["Lease"];
         };
       };
-      /** @description Rented: the lease is provisioning. */
+      /** @description Rented: the lease is provisioning (a model lease's inference_key, once). */
       202: {
         content: {
-          "application/json": components["schemas"]["Lease"];
+          "application/json": components["schemas"]["RentedLease"];
         };
       };
       /** @description `invalid_request`: The request failed validation; `issues` names the fields. */
@@ -1209,6 +1248,67 @@ export interface operations {
       };
       /** @description `not_found`: No such object. */
       404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `rate_limited`: Too many requests; see Retry-After. */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `internal`: Unexpected failure (logged). */
+      500: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * A new inference key for a model lease
+   * @description The old key stops working at once; the new one is shown only in this answer.
+   */
+  rotateInferenceKey: {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The new key. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["InferenceKey"];
+        };
+      };
+      /** @description `invalid_request`: The request failed validation; `issues` names the fields. */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `unauthorized`: No token, or an unknown or revoked one. */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `forbidden`: The token lacks the scope this route needs. */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `not_found`: No such object. */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `lease_not_running`: The lease is not running (yet, or any more): its model cannot be reached. */
+      409: {
         content: {
           "application/json": components["schemas"]["Error"];
         };

@@ -7,6 +7,7 @@ import { tokenRoutes } from "./auth/routes";
 import { ConfigError, loadSettings } from "./config";
 import { dashboardRoutes } from "./dashboard/routes";
 import { ApiError } from "./errors";
+import { gatewayRoutes } from "./gateway/routes";
 import { leaseCallbackRoutes, leaseRoutes } from "./leases/routes";
 import { createLogger } from "./lib/log";
 import { requestIdOf } from "./lib/request-id";
@@ -78,6 +79,8 @@ export function createApp(options: AppOptions = {}) {
 
   app.openapi(healthRoute, (c) => c.json({ ok: true as const, version: VERSION }, 200));
 
+  // The LLM gateway authenticates with a lease's inference key (or an infer token), not /v1's.
+  app.route("/", gatewayRoutes);
   // The job's call-back carries its lease's own secret, not an API token: mounted before auth.
   app.route("/v1", leaseCallbackRoutes);
   app.use("/v1/*", authenticate);

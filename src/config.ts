@@ -56,6 +56,7 @@ const varsSchema = z.object({
     .regex(/^\d+\.\d+$/, "expected major.minor, e.g. 12.4")
     .default("12.4"),
   OFFERS_CACHE_S: wholeNumber(0, 3600).default(30),
+  MEASURED_MIN_SAMPLES: wholeNumber(1, 1_000_000).default(3),
   VAST_API_URL: httpUrl.default("https://console.vast.ai"),
   VRAMFARM_API_URL: httpUrl.default("https://vramfarm.com/api"),
   OLLAMA_REGISTRY_URL: httpUrl.default("https://registry.ollama.ai"),
@@ -65,6 +66,8 @@ const varsSchema = z.object({
     .refine((v) => v.includes("{id}") && v.includes("{port}"), "must contain {id} and {port}")
     .default("https://{id}-{port}.proxy.runpod.net"),
   ENABLE_SIM: flag.default(false),
+  /** requests a minute per inference key or token on /llm/…; 0 = unlimited */
+  INFER_RATE_LIMIT_PER_MIN: wholeNumber(0, 1_000_000).default(0),
   // A tag, never `latest`: a nightly run uses the same server as the night before.
   OLLAMA_IMAGE: z
     .string()
@@ -120,12 +123,15 @@ export interface Config {
   minCudaVersion: string;
   /** how long one shared offers snapshot is served, seconds (0 = no cache) */
   offersCacheS: number;
+  /** metered leases a provider's GPU (or host) needs before its measured bandwidth ranks its offers */
+  measuredMinSamples: number;
   vastApiUrl: string;
   vramfarmApiUrl: string;
   /** where `registry.ollama.ai` model references are looked up (manifests, GGUF headers); docs/models.md */
   ollamaRegistryUrl: string;
   runpodProxyTemplate: string;
   enableSim: boolean;
+  inferRateLimitPerMin: number;
   ollamaImage: string;
   labelPrefix: string;
   pollIntervalS: number;
@@ -168,11 +174,13 @@ function toConfig(v: Vars): Config {
     runpodApiUrl: v.RUNPOD_API_URL,
     minCudaVersion: v.MIN_CUDA_VERSION,
     offersCacheS: v.OFFERS_CACHE_S,
+    measuredMinSamples: v.MEASURED_MIN_SAMPLES,
     vastApiUrl: v.VAST_API_URL,
     vramfarmApiUrl: v.VRAMFARM_API_URL,
     ollamaRegistryUrl: v.OLLAMA_REGISTRY_URL,
     runpodProxyTemplate: v.RUNPOD_PROXY_TEMPLATE,
     enableSim: v.ENABLE_SIM,
+    inferRateLimitPerMin: v.INFER_RATE_LIMIT_PER_MIN,
     ollamaImage: v.OLLAMA_IMAGE,
     labelPrefix: v.LABEL_PREFIX,
     pollIntervalS: v.POLL_INTERVAL_S,

@@ -13,6 +13,7 @@ const operationIds: Record<string, string> = {
   "GET /v1/leases": "listLeases",
   "GET /v1/leases/{id}": "getLease",
   "POST /v1/leases/{id}/stop": "stopLease",
+  "POST /v1/leases/{id}/inference-key": "rotateInferenceKey",
   "GET /v1/leases/{id}/events": "listLeaseEvents",
   "POST /v1/leases/{id}/done": "reportJobDone",
   "POST /v1/leases/stop-all": "stopAll",

@@ -6,7 +6,8 @@ import { createProviders, type ProviderRegistry } from "./providers/registry";
 import { secretsOf } from "./providers/scrub";
 import { wakeOutbox } from "./webhooks/wake";
 
-export type Scope = "read" | "rent" | "stop" | "admin";
+/** `infer` opens the LLM gateway (/llm/…) of every model lease, and nothing under /v1. */
+export type Scope = "read" | "rent" | "stop" | "infer" | "admin";
 
 /** Who is calling: the admin token (tokenId null) or a stored token with its scopes. */
 export interface Caller {

@@ -30,6 +30,8 @@ export function accessRuleFor(method: string, path: string): AccessRule {
     if (depth === 1) return rule("rent", true);
     if (depth === 2 && id === "stop-all") return rule("admin");
     if (depth === 3 && action === "stop") return rule("stop");
+    // A new inference key for one's model lease: as much as renting it.
+    if (depth === 3 && action === "inference-key") return rule("rent");
   }
   if (resource === "schedules" && depth === 3 && action === "run") return rule("rent", true);
   return rule("admin");

@@ -3,7 +3,7 @@ import { sha256Hex } from "../lib/crypto";
 import { iso } from "../lib/time";
 import type { Scope } from "../services";
 
-export const scopeValues = ["read", "rent", "stop", "admin"] as const satisfies readonly Scope[];
+export const scopeValues = ["read", "rent", "stop", "infer", "admin"] as const satisfies readonly Scope[];
 export const ScopeSchema = z.enum(scopeValues);
 
 const TokenRowSchema = z.object({

@@ -1,4 +1,6 @@
+import { spentUsd } from "../account/spend";
 import { hasScope } from "../auth/middleware";
+import { getUsage, usageView } from "../gateway/usage-store";
 import { listCreates } from "../leases/creates";
 import { getLease, type LeaseRow, listLeases } from "../leases/ledger";
 import type { Caller, Services } from "../services";
@@ -24,7 +26,10 @@ export function views(rows: readonly LeaseRow[], services: Services): LeaseView[
 
 /** One lease's view with its create records, for its own page. */
 export async function detailView(row: LeaseRow, services: Services): Promise<LeaseView> {
-  return leaseView(row, services.clock(), services.config, await listCreates(services.db, row.id));
+  const [creates, usage] = await Promise.all([listCreates(services.db, row.id), getUsage(services.db, row.id)]);
+  const view = leaseView(row, services.clock(), services.config, creates);
+  const costUsd = spentUsd(row, services.clock(), services.config.eurUsd);
+  return { ...view, lease: { ...view.lease, usage: usageView(usage, costUsd) } };
 }
 
 /** Lease pages read the ledger directly: the same rule as the API's GET routes applies. */

@@ -1,3 +1,4 @@
+import type { UsageSample } from "../gateway/usage";
 import type { FoundMachine } from "../leases/creates";
 import type { LeaseRow, NewEvent } from "../leases/ledger";
 import type { StopReason } from "../leases/schema";
@@ -34,6 +35,10 @@ export interface KeeperPort {
   claim(leaseId: string, machine: FoundMachine): Promise<ClaimResult>;
   /** the stopped lease's own machine still exists: tear it down again */
   reopen(leaseId: string, provider: ProviderName, ref: string): Promise<{ reopened: boolean }>;
+  /** one request through the LLM gateway, for the lease's usage */
+  recordUsage(leaseId: string, sample: UsageSample): Promise<void>;
+  /** a new inference key (its hash): the old one stops working at once */
+  setInferenceKey(leaseId: string, hash: string): Promise<{ ok: boolean }>;
 }
 
 /** The keeper of one lease: a Durable Object named by the lease id. */
@@ -52,5 +57,7 @@ export function keepersOf(env: Env): KeeperPort {
     settle: (id, report) => keeperFor(env, id).settle(id, report) as Promise<LeaseRow | null>,
     claim: (id, machine) => keeperFor(env, id).claim(id, machine),
     reopen: (id, provider, ref) => keeperFor(env, id).reopen(id, provider, ref),
+    recordUsage: (id, sample) => keeperFor(env, id).recordUsage(id, sample),
+    setInferenceKey: (id, hash) => keeperFor(env, id).setInferenceKey(id, hash),
   };
 }

@@ -1,5 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { loadSettings } from "../config";
+import { addSample, emptyMeter, FLUSH_EVERY_MS, type MeterState, median, type UsageSample } from "../gateway/usage";
+import { flushStatement } from "../gateway/usage-store";
 import {
   type CreateRecord,
   CreateRecordSchema,
@@ -16,6 +18,8 @@ import { claimFound, lookupMachines } from "../leases/lookup";
 import { type RentEnd, rentalConcluded, settleRental } from "../leases/rental";
 import type { LeaseStatus, StopReason } from "../leases/schema";
 import { iso, ms } from "../lib/time";
+import { offerHost } from "../offers/bandwidth";
+import { recordBandwidthSample } from "../offers/measured";
 import { scrubError } from "../providers/scrub";
 import type { OllamaProbe, Provider, ProviderName } from "../providers/types";
 import { createServices, type Services } from "../services";
@@ -59,6 +63,7 @@ const PROVIDER_MISSING_RETRY_MS = 60_000;
 
 const KEY_LEASE_ID = "leaseId";
 const KEY_LOOP = "loop";
+const KEY_METER = "meter";
 
 /**
  * One per lease: the only writer of its row after insert. It settles the rental from the
@@ -180,6 +185,29 @@ export class LeaseKeeper extends DurableObject<Env> {
     return { reopened: row !== null };
   }
 
+  /**
+   * One request through the LLM gateway: counted in this object's storage, written to D1 at most
+   * every FLUSH_EVERY_MS (and at the next step), never once per request.
+   */
+  async recordUsage(leaseId: string, sample: UsageSample): Promise<void> {
+    await this.ctx.storage.put(KEY_LEASE_ID, leaseId);
+    const services = this.services();
+    const now = services.clock();
+    const meter = addSample(await this.meter(), sample);
+    const due = now - meter.flushedAt >= FLUSH_EVERY_MS;
+    // The snapshot is stored before the D1 write: a request counted meanwhile is not lost.
+    await this.ctx.storage.put(KEY_METER, due ? { ...meter, flushedAt: now, dirty: false } : meter);
+    if (due) await this.writeMeter(services, leaseId, meter, now);
+  }
+
+  /** Rotates the lease's inference key (only its hash is kept); false for a lease that is not active. */
+  async setInferenceKey(leaseId: string, hash: string): Promise<{ ok: boolean }> {
+    const services = this.services();
+    const row = await updateLeaseIf(services.db, leaseId, ["provisioning", "running"], { inference_key_hash: hash });
+    if (row) await appendEvents(services.db, leaseId, iso(services.clock()), [{ kind: "inference_key_rotated" }]);
+    return { ok: row !== null };
+  }
+
   override async alarm(alarmInfo?: AlarmInvocationInfo): Promise<void> {
     const leaseId = await this.leaseId();
     if (!leaseId) return;
@@ -224,6 +252,7 @@ export class LeaseKeeper extends DurableObject<Env> {
    * then its own machine: a poll or a cap for an active lease, a teardown step for a stopping one.
    */
   private async step(services: Services, leaseId: string): Promise<void> {
+    await this.flushMeter(services, leaseId);
     const loaded = await leaseWithCreates(services.db, leaseId);
     if (!loaded || loaded.lease.status === "stopped") return;
     const s = keeperSettings(services.config);
@@ -602,6 +631,51 @@ export class LeaseKeeper extends DurableObject<Env> {
     };
     await appendEvents(services.db, lease.id, iso(now), [event]);
     await this.ctx.storage.put(KEY_LOOP, { ...loop, lastSeen: summary });
+  }
+
+  private async meter(): Promise<MeterState> {
+    return { ...emptyMeter, ...((await this.ctx.storage.get<MeterState>(KEY_METER)) ?? {}) };
+  }
+
+  /** Writes the gateway's counts if some came in since the last write. */
+  private async flushMeter(services: Services, leaseId: string): Promise<void> {
+    const meter = await this.meter();
+    if (!meter.dirty) return;
+    const now = services.clock();
+    await this.ctx.storage.put(KEY_METER, { ...meter, flushedAt: now, dirty: false });
+    await this.writeMeter(services, leaseId, meter, now);
+  }
+
+  private async writeMeter(services: Services, leaseId: string, meter: MeterState, now: number): Promise<void> {
+    try {
+      await flushStatement(services.db, leaseId, meter, iso(now)).run();
+      await this.recordBandwidth(services, leaseId, meter, now);
+    } catch (error) {
+      // Not written: the next request or step tries again.
+      await this.ctx.storage.put(KEY_METER, { ...(await this.meter()), dirty: true });
+      throw error;
+    }
+  }
+
+  /**
+   * Decoding reads every weight once per token: the median decode rate × the model's size is the
+   * memory bandwidth this lease really got, one sample per lease (later flushes replace it).
+   */
+  private async recordBandwidth(services: Services, leaseId: string, meter: MeterState, now: number): Promise<void> {
+    const tokensPerS = median(meter.decode);
+    if (tokensPerS === null) return;
+    const lease = await getLease(services.db, leaseId);
+    const model = lease?.spec.model;
+    if (!lease?.provider || !lease.gpu || !model || !lease.offer_id) return;
+    await recordBandwidthSample(services.db, {
+      provider: lease.provider,
+      gpu: lease.gpu,
+      gpu_count: lease.gpu_count ?? 1,
+      host: offerHost({ provider: lease.provider, offer_id: lease.offer_id }),
+      gbs: Math.round(tokensPerS * model.weights_gb * 100) / 100,
+      at: iso(now),
+      lease_id: leaseId,
+    });
   }
 
   /** Sets the alarm to `at` unless an earlier one is already set (a stop may have asked for now). */

@@ -91,6 +91,8 @@ export async function createLease(services: Services, input: LeaseInput, options
   const leaseId = newId("lse", now);
   const label = `${services.config.labelPrefix}-${leaseId}`;
   const callbackToken = randomSecret();
+  // A model lease is reached through the LLM gateway with its own key (shown once, kept hashed).
+  const inferenceKey = sizing ? `glk_${randomSecret()}` : null;
   const inserted = await insertLease(
     services.db,
     {
@@ -107,6 +109,7 @@ export async function createLease(services: Services, input: LeaseInput, options
       token_id: options.tokenId ?? null,
       idempotency_key: idempotencyKey,
       callback_hash: await sha256Hex(callbackToken),
+      inference_key_hash: inferenceKey ? await sha256Hex(inferenceKey) : null,
       created_at: iso(now),
     },
     services.config.maxActiveLeases,
@@ -157,7 +160,8 @@ export async function createLease(services: Services, input: LeaseInput, options
     ...(sizing ? { GPULEASE_MODEL: sizing.model.name, OLLAMA_NUM_PARALLEL: "1" } : {}),
   });
   const tried = await tryOffers(services, inserted.row, plan.offers, spec);
-  return answer(services, inserted.row, tried);
+  const outcome = await answer(services, inserted.row, tried);
+  return outcome.ok && inferenceKey ? { ...outcome, inferenceKey } : outcome;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { LeaseUsage } from "../gateway/usage-store";
 import { AccessSchema, CurrencySchema, ProviderNameSchema, TemplateSchema } from "../providers/types";
 import { leaseEventStatements } from "../webhooks/outbox";
 import { BillingStartsAtSchema, jsonColumn } from "./columns";
@@ -72,6 +73,8 @@ export const LeaseRowSchema = z.object({
   teardown_verified_at: z.string().nullable(),
   /** what the lease's other machines cost (src/leases/creates.ts), in `currency` */
   strays_cost: z.number().default(0),
+  /** a model lease's inference key, SHA-256 (the key itself is shown once) */
+  inference_key_hash: z.string().nullable().default(null),
   billing_starts_at: BillingStartsAtSchema.nullable().default(null),
   /** what the provider itself billed (src/billing), when it reports it per machine */
   billed: z.number().nullable().optional(),
@@ -80,7 +83,7 @@ export const LeaseRowSchema = z.object({
 export type LeaseRow = z.infer<typeof LeaseRowSchema>;
 
 /** The row as the API shows it, with its create records: no spec, hashes, keys or token ids. */
-export function toLease(row: LeaseRow, creates: readonly CreateRecord[]): Lease {
+export function toLease(row: LeaseRow, creates: readonly CreateRecord[], usage: LeaseUsage | null = null): Lease {
   return {
     id: row.id,
     name: row.name,
@@ -114,6 +117,7 @@ export function toLease(row: LeaseRow, creates: readonly CreateRecord[]): Lease 
     stopped_at: row.stopped_at,
     teardown_verified_at: row.teardown_verified_at,
     model: row.spec.model,
+    usage,
     creates: creates.map(toCreateView),
   };
 }
@@ -136,6 +140,8 @@ export interface NewLease {
   token_id: string | null;
   idempotency_key: string | null;
   callback_hash: string;
+  /** a model lease's inference key, hashed; null for other leases */
+  inference_key_hash: string | null;
   created_at: string;
 }
 
@@ -163,14 +169,15 @@ export async function insertLease(db: D1Database, lease: NewLease, maxActive: nu
     lease.token_id,
     lease.idempotency_key,
     lease.callback_hash,
+    lease.inference_key_hash,
     lease.created_at,
   ];
   try {
     const row = await db
       .prepare(
         `INSERT INTO leases (id, name, label, template, spec, max_minutes, max_cost, expected_cost,
-           schedule_id, token_id, idempotency_key, callback_hash, created_at, status)
-         SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'provisioning'
+           schedule_id, token_id, idempotency_key, callback_hash, inference_key_hash, created_at, status)
+         SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'provisioning'
          WHERE (SELECT COUNT(*) FROM leases WHERE status != 'stopped') < ?
          RETURNING *`,
       )
@@ -275,6 +282,7 @@ export type LeasePatch = Partial<{
   teardown_verified_at: string | null;
   billing_starts_at: LeaseRow["billing_starts_at"];
   strays_cost: number;
+  inference_key_hash: string | null;
 }>;
 
 const jsonColumns = new Set(["spec", "access"]);

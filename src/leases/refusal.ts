@@ -27,4 +27,6 @@ export class RentRefusal extends Error {
 }
 
 /** The outcome of a rental: the lease (`created` false for a repeated idempotency key), or why not. */
-export type RentOutcome = { ok: true; lease: Lease; created: boolean } | { ok: false; refusal: RentRefusal };
+export type RentOutcome =
+  /** `inferenceKey`: a new model lease's key, answered once (stored hashed) */
+  { ok: true; lease: Lease; created: boolean; inferenceKey?: string } | { ok: false; refusal: RentRefusal };

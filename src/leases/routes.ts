@@ -1,15 +1,18 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { createMiddleware } from "hono/factory";
 import { streamSSE } from "hono/streaming";
+import { spentUsd } from "../account/spend";
 import { requireScope } from "../auth/middleware";
 import { ApiError, errorResponses, refusalError } from "../errors";
+import { getUsage, usageView } from "../gateway/usage-store";
+import { randomSecret, sha256Hex } from "../lib/crypto";
 import { bearerSecurity, createRouter, idParams, jsonResponse, limitQuery } from "../router";
 import type { AppEnv, Services } from "../services";
 import { verifyCallbackToken } from "./callback";
 import { createLease } from "./create";
 import { listCreates, listCreatesOf } from "./creates";
 import { BadCursorError, getLease, type LeaseRow, listEvents, listLeases, toLease } from "./ledger";
-import { LeaseEventSchema, LeaseInputSchema, LeaseSchema, leaseStatuses } from "./schema";
+import { LeaseEventSchema, LeaseInputSchema, LeaseSchema, leaseStatuses, RentedLeaseSchema } from "./schema";
 
 const LEASE_ID = /^lse_[0-9a-z]{22}$/;
 /** An SSE stream ends after this long; EventSource reconnects with Last-Event-ID and resumes. */
@@ -62,7 +65,7 @@ const createLeaseRoute = createRoute({
     body: { required: true, content: { "application/json": { schema: LeaseInputSchema } } },
   },
   responses: {
-    202: jsonResponse(LeaseSchema, "Rented: the lease is provisioning."),
+    202: jsonResponse(RentedLeaseSchema, "Rented: the lease is provisioning (a model lease's inference_key, once)."),
     200: jsonResponse(LeaseSchema, "The lease this Idempotency-Key already created."),
     ...errorResponses("forbidden", "budget_exceeded", "no_capacity", "limit_reached", "provider_error"),
   },
@@ -109,6 +112,24 @@ const stopLeaseRoute = createRoute({
   responses: {
     200: jsonResponse(OkSchema, "Teardown requested (or already under way)."),
     ...errorResponses("forbidden", "not_found"),
+  },
+});
+
+const inferenceKeyRoute = createRoute({
+  method: "post",
+  path: "/leases/{id}/inference-key",
+  tags: ["leases"],
+  summary: "A new inference key for a model lease",
+  description: "The old key stops working at once; the new one is shown only in this answer.",
+  security: bearerSecurity,
+  middleware: [requireScope("rent")] as const,
+  request: { params: IdParams },
+  responses: {
+    200: jsonResponse(
+      z.object({ inference_key: z.string().openapi({ example: "glk_…" }) }).openapi("InferenceKey"),
+      "The new key.",
+    ),
+    ...errorResponses("forbidden", "not_found", "lease_not_running"),
   },
 });
 
@@ -186,8 +207,9 @@ export const leaseRoutes = createRouter()
       origin: new URL(c.req.url).origin,
     });
     if (!outcome.ok) throw refusalError(outcome.refusal);
-    const { lease, created } = outcome;
-    return created ? c.json(lease, 202) : c.json(lease, 200);
+    const { lease, created, inferenceKey } = outcome;
+    const body = inferenceKey ? { ...lease, inference_key: inferenceKey } : lease;
+    return created ? c.json(body, 202) : c.json(body, 200);
   })
   .openapi(listLeasesRoute, async (c) => {
     const query = c.req.valid("query");
@@ -214,7 +236,18 @@ export const leaseRoutes = createRouter()
   .openapi(getLeaseRoute, async (c) => {
     const services = c.get("services");
     const row = await leaseOr404(services, c.req.valid("param").id);
-    return c.json(toLease(row, await listCreates(services.db, row.id)), 200);
+    const [creates, usage] = await Promise.all([listCreates(services.db, row.id), getUsage(services.db, row.id)]);
+    const lease = toLease(row, creates, usageView(usage, spentUsd(row, services.clock(), services.config.eurUsd)));
+    return c.json(lease, 200);
+  })
+  .openapi(inferenceKeyRoute, async (c) => {
+    const services = c.get("services");
+    const row = await leaseOr404(services, c.req.valid("param").id);
+    if (!row.spec.model) throw new ApiError("not_found", "not a model lease: it has no inference key");
+    const key = `glk_${randomSecret()}`;
+    const { ok } = await services.keepers.setInferenceKey(row.id, await sha256Hex(key));
+    if (!ok) throw new ApiError("lease_not_running", `the lease is ${row.status}: no key for it`);
+    return c.json({ inference_key: key }, 200);
   })
   .openapi(stopLeaseRoute, async (c) => {
     const services = c.get("services");

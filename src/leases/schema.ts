@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { LeaseUsageSchema } from "../gateway/usage-store";
 import { parseModelRef } from "../models/reference";
 import { AccessSchema, CurrencySchema, ProviderNameSchema, TemplateSchema } from "../providers/types";
 import { CreateViewSchema } from "./creates";
@@ -161,12 +162,23 @@ export const LeaseSchema = z
     stopped_at: z.string().nullable(),
     teardown_verified_at: z.string().nullable(),
     model: LeaseModelSchema.nullable().openapi({ description: "the model of a model lease; null otherwise" }),
+    usage: LeaseUsageSchema.nullable().openapi({
+      description: "requests through the LLM gateway (GET /v1/leases/{id}); null before the first, or in lists",
+    }),
     creates: z.array(CreateViewSchema).openapi({
       description: "every create sent for this lease, with its resolution; never stopped while one is unresolved",
     }),
   })
   .openapi("Lease");
 export type Lease = z.infer<typeof LeaseSchema>;
+
+/** The answer to a new model lease: the lease and, this once, its inference key. */
+export const RentedLeaseSchema = LeaseSchema.extend({
+  inference_key: z
+    .string()
+    .optional()
+    .openapi({ description: "a model lease's key for /llm/{id}/…, shown only here (rotate to get a new one)" }),
+}).openapi("RentedLease");
 
 export const LeaseEventSchema = z
   .object({

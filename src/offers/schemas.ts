@@ -122,6 +122,26 @@ export const OfferSchema = z
       .number()
       .nullable()
       .openapi({ description: "memory bandwidth of all cards, reduced 10 % per extra card; null when unknown" }),
+    measured_bandwidth_gbs: z
+      .number()
+      .nullable()
+      .openapi({
+        description:
+          "what metered leases of this provider and GPU (this host's own, once it has MEASURED_MIN_SAMPLES) got " +
+          "in the last 30 days: the median of decode tokens/s × model size, per card, reduced like bandwidth_gbs; " +
+          "null when none was measured",
+        example: 941,
+      }),
+    measured_samples: z
+      .number()
+      .int()
+      .nonnegative()
+      .openapi({
+        description:
+          "metered leases behind measured_bandwidth_gbs; from MEASURED_MIN_SAMPLES (default 3) on, " +
+          "`value` uses the measured figure instead of bandwidth_gbs",
+        example: 4,
+      }),
     load_time_s: z.number().int().openapi({ description: "estimated seconds until the weights are loaded" }),
     first_hour_cost: z.number().openapi({ description: "price × (1 + load time) + download fee, in `currency`" }),
     first_hour_cost_usd: z.number(),
@@ -129,7 +149,11 @@ export const OfferSchema = z
       .number()
       .int()
       .nullable()
-      .openapi({ description: "bandwidth per USD of the first hour; null when bandwidth or price is unknown" }),
+      .openapi({
+        description:
+          "bandwidth per USD of the first hour (the measured bandwidth where there are enough samples); " +
+          "null when bandwidth or price is unknown",
+      }),
     min_billed_minutes: z.number().int().openapi({ description: "minimum billed minutes per start" }),
     templates: z.array(TemplateSchema).openapi({ description: "lease templates this offer can run" }),
     fits: FitSchema.optional().openapi({ description: "with `model`: how the model fits this offer" }),

@@ -13,8 +13,10 @@ import {
   providerNames,
 } from "../providers/types";
 import type { Services } from "../services";
+import type { MeasuredBandwidth } from "./bandwidth";
 import { type CachedListing, findCachedOffer, getListing, listingKey, putListing } from "./cache";
-import { type RankedOffer, rankOffer, rankOffers, toOffer } from "./rank";
+import { measuredBandwidth } from "./measured";
+import { type RankContext, type RankedOffer, rankOffer, rankOffers, toOffer } from "./rank";
 import { DEFAULT_OFFER_LIMIT, type OffersQuery, type OfferType, type ProviderFailure } from "./schemas";
 import { sharedOffersCache } from "./shared-cache";
 
@@ -90,6 +92,7 @@ export async function findOffer(
   if (!name.success) return null;
   const resolved = resolveProvider(services, name.data);
   if (!("provider" in resolved)) return null;
+  const measured = readMeasured(services);
   let offer = findCachedOffer(name.data, offerId, services.clock());
   if (!offer) {
     // The caller's filters pick the same listing a GET /v1/offers with them would have used
@@ -102,7 +105,7 @@ export async function findOffer(
     );
     offer = listing.offers.find((o) => o.offer_id === offerId) ?? null;
   }
-  return offer ? rankOffer(offer, rankContext(services, query)) : null;
+  return offer ? rankOffer(offer, rankContext(services, query, await measured)) : null;
 }
 
 async function collectRankedOffers(
@@ -122,6 +125,8 @@ async function collectRankedOffers(
       errors.push(resolved.failure);
   }
 
+  // Measured after the listings' cache, at rank time: a sample recorded now ranks the next request.
+  const measured = readMeasured(services);
   const adapterQuery = toAdapterQuery(query);
   const settled = await Promise.allSettled(targets.map((p) => fetchListing(services, p, adapterQuery, timeoutMs)));
   const listings: CachedListing[] = [];
@@ -135,7 +140,7 @@ async function collectRankedOffers(
   const matching = listings.flatMap((l) => l.offers).filter((o) => matches(o, query, eurUsd));
   const fetchedAt = listings.length ? Math.min(...listings.map((l) => l.fetchedAt)) : startedAt;
   return {
-    offers: rankOffers(matching, rankContext(services, query)),
+    offers: rankOffers(matching, rankContext(services, query, await measured)),
     errors: errors.sort((a, b) => providerNames.indexOf(a.provider) - providerNames.indexOf(b.provider)),
     fetched_at: iso(fetchedAt),
   };
@@ -258,8 +263,23 @@ function toAdapterQuery(query: OffersQuery): OfferQuery {
   };
 }
 
-function rankContext(services: Services, query: OffersQuery) {
-  return { weightsGb: query.weights_gb ?? query.vram_gb ?? 0, eurUsd: services.config.eurUsd };
+function rankContext(services: Services, query: OffersQuery, measured: MeasuredBandwidth): RankContext {
+  return {
+    weightsGb: query.weights_gb ?? query.vram_gb ?? 0,
+    eurUsd: services.config.eurUsd,
+    measured,
+    measuredMinSamples: services.config.measuredMinSamples,
+  };
+}
+
+/** One D1 read for every offer listed. Measurements refine the ranking: without them it ranks on the vendors' figures. */
+async function readMeasured(services: Services): Promise<MeasuredBandwidth> {
+  try {
+    return await measuredBandwidth(services.db, services.clock());
+  } catch (error) {
+    services.log.warn("measured_bandwidth_unread", { error });
+    return new Map();
+  }
 }
 
 /** The filters again, whatever the adapter applied: adapters may filter loosely or not at all. */

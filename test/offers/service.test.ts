@@ -107,6 +107,8 @@ describe("GET /v1/offers", () => {
       availability: "high",
       location: null,
       bandwidth_gbs: 1008,
+      measured_bandwidth_gbs: null, // no metered lease yet
+      measured_samples: 0,
       load_time_s: 100, // no vram_gb and no weights_gb: nothing to download
       first_hour_cost: 0.7092,
       first_hour_cost_usd: 0.7092,

@@ -52,6 +52,7 @@ export function leaseRow(over: Partial<LeaseRow> = {}): LeaseRow {
     stopped_at: null,
     teardown_verified_at: null,
     strays_cost: 0,
+    inference_key_hash: null,
     billing_starts_at: null,
     ...over,
   };

@@ -157,6 +157,23 @@ export function LeaseDetail({ view, caller, csrf }: { view: LeaseView; caller: C
             </dd>
           </>
         ) : null}
+        {lease.usage ? (
+          <>
+            <dt>Usage</dt>
+            <dd>
+              {lease.usage.requests} requests through the gateway
+              {lease.usage.errors ? ` (${lease.usage.errors} failed)` : ""}, {lease.usage.prompt_tokens} +{" "}
+              {lease.usage.completion_tokens} tokens
+              <span class="muted small">
+                {lease.usage.decode_tokens_per_s !== null ? ` · ${lease.usage.decode_tokens_per_s} tokens/s` : ""}
+                {lease.usage.first_token_ms !== null ? ` · first token ${lease.usage.first_token_ms} ms` : ""}
+                {lease.usage.usd_per_million_tokens !== null
+                  ? ` · ${lease.usage.usd_per_million_tokens} USD per million tokens`
+                  : ""}
+              </span>
+            </dd>
+          </>
+        ) : null}
         <dt>Price</dt>
         <dd class="num">{lease.price_per_hour === null ? "—" : `${money(lease.price_per_hour, lease.currency)}/h`}</dd>
         <dt>Cost so far</dt>

@@ -29,6 +29,23 @@ export interface RentFields {
   max_cost?: string;
 }
 
+const gbs = (value: number | null) => (value === null ? "—" : `${value.toLocaleString("en-US")} GB/s`);
+
+/** What metered leases of this card got, and how many there were: the figure that ranks once there are enough. */
+function Measured(props: { offer: Offer }) {
+  const { measured_bandwidth_gbs: value, measured_samples: samples } = props.offer;
+  if (value === null) return <span class="muted">—</span>;
+  return (
+    <>
+      {gbs(value)}
+      <span class="muted small">
+        {" "}
+        ({samples} {samples === 1 ? "lease" : "leases"})
+      </span>
+    </>
+  );
+}
+
 function rentHref(offer: Offer): string {
   const q = new URLSearchParams({
     offer_id: offer.offer_id,
@@ -127,6 +144,12 @@ export function OffersPage(props: {
                 <th scope="col" class="r">
                   First hour
                 </th>
+                <th scope="col" class="r">
+                  Vendor bandwidth
+                </th>
+                <th scope="col" class="r">
+                  Measured
+                </th>
                 <th scope="col">Availability</th>
                 {canRent ? <ActionsHeader /> : null}
               </tr>
@@ -152,6 +175,12 @@ export function OffersPage(props: {
                   </td>
                   <td data-label="First hour" class="r">
                     {money(o.first_hour_cost, o.currency)}
+                  </td>
+                  <td data-label="Vendor bandwidth" class="r">
+                    {gbs(o.bandwidth_gbs)}
+                  </td>
+                  <td data-label="Measured" class="r">
+                    <Measured offer={o} />
                   </td>
                   <td data-label="Availability">{o.availability ?? "—"}</td>
                   {canRent ? (

@@ -1,0 +1,205 @@
+import { Hono } from "hono";
+import { callerForToken, hasScope } from "../auth/middleware";
+import type { RateLimiter } from "../auth/rate-limiter";
+import { ApiError } from "../errors";
+import { getLease, type LeaseRow } from "../leases/ledger";
+import { bearerToken, secretsEqual, sha256Hex } from "../lib/crypto";
+import type { AppEnv, Services } from "../services";
+import { simCloud } from "../sim/cloud";
+import { UsageReader, type UsageSample } from "./usage";
+
+/** The routes a key holder may reach on the machine; anything that changes the server's models is not one. */
+const OPENAI_ROUTES = new Set(["chat/completions", "completions", "embeddings", "models"]);
+const OLLAMA_ROUTES = new Set(["generate", "chat", "embed", "tags", "ps", "show"]);
+const OLLAMA_REFUSED = new Set(["pull", "push", "delete", "create", "copy", "blobs"]);
+/** Headers that stay with the worker: the caller's credentials and the hop's own. */
+const DROPPED = ["authorization", "cookie", "host", "cf-connecting-ip", "x-forwarded-for", "x-real-ip"];
+
+/**
+ * The LLM gateway: `/llm/{lease_id}/v1/…` (OpenAI-compatible) and `/llm/{lease_id}/api/…`
+ * (Ollama) forwarded to a running model lease's machine, streams passed through as they come,
+ * every request counted (docs/architecture.md, "LLM gateway").
+ */
+export const gatewayRoutes = new Hono<AppEnv>().all("/llm/:leaseId/*", async (c) => {
+  const services = c.get("services");
+  const leaseId = c.req.param("leaseId");
+  const rest = c.req.path.slice(`/llm/${leaseId}/`.length).replace(/\/+$/, "");
+  const lease = /^lse_[0-9a-z]{22}$/.test(leaseId) ? await getLease(services.db, leaseId) : null;
+  if (lease?.template !== "ollama" || !lease.spec.model) throw new ApiError("not_found", "no such model lease");
+  const caller = await authorize(services, lease, c.req.header("Authorization"));
+  const route = routeOf(rest);
+  if (route === "refused")
+    throw new ApiError("forbidden", "this Ollama route changes the server's models: not through the gateway");
+  if (route === null) throw new ApiError("not_found", `no gateway route /${rest}`);
+  await limit(services, caller);
+  if (lease.status !== "running") throw new ApiError("lease_not_running", `the lease is ${lease.status}`);
+  const base = lease.access?.urls[0];
+  if (!base) throw new ApiError("lease_not_running", "the lease's machine has no address yet");
+  // The sim's machines are served by the worker itself: reached in-process, not over the network.
+  const send: Fetcher["fetch"] =
+    lease.provider === "sim"
+      ? (input, init) => simCloud(services.env.SIM_CLOUD).fetch(new Request(input as RequestInfo, init))
+      : (input, init) => fetch(input, init);
+  const target = `${base.replace(/\/+$/, "")}/${rest}${new URL(c.req.url).search}`;
+  return forward(send, c.req.raw, target, (sample) =>
+    c.executionCtx.waitUntil(services.keepers.recordUsage(lease.id, sample).catch(() => undefined)),
+  );
+});
+
+/** `v1/<openai route>` or `api/<ollama route>`; "refused" for Ollama's model-changing routes. */
+function routeOf(rest: string): "openai" | "ollama" | "refused" | null {
+  const [root, ...tail] = rest.split("/");
+  const name = tail.join("/");
+  if (root === "v1") return OPENAI_ROUTES.has(name) ? "openai" : null;
+  if (root === "api") {
+    if (OLLAMA_REFUSED.has(tail[0] ?? "")) return "refused";
+    return OLLAMA_ROUTES.has(name) ? "ollama" : null;
+  }
+  return null;
+}
+
+/** The lease's own inference key, or an API token with `infer` (or admin); 401 otherwise. */
+async function authorize(services: Services, lease: LeaseRow, header: string | undefined): Promise<string> {
+  const token = bearerToken(header);
+  const refuse = () =>
+    new ApiError(
+      "unauthorized",
+      "this lease's inference key, or a token with the infer scope, is needed",
+      {},
+      {
+        "WWW-Authenticate": 'Bearer realm="gpulease-llm"',
+      },
+    );
+  if (!token) throw refuse();
+  if (token.startsWith("glk_")) {
+    if (lease.inference_key_hash && (await secretsEqual(await sha256Hex(token), lease.inference_key_hash)))
+      return `key:${lease.inference_key_hash.slice(0, 32)}`;
+    throw refuse();
+  }
+  const caller = await callerForToken(services, token);
+  if (!caller || !hasScope(caller, "infer")) throw refuse();
+  return `infer:${caller.tokenId ?? "admin"}`;
+}
+
+/** INFER_RATE_LIMIT_PER_MIN per key or token (0: unlimited), apart from the API's own limits. */
+async function limit(services: Services, key: string): Promise<void> {
+  const perMin = services.config.inferRateLimitPerMin;
+  if (perMin === 0) return;
+  const limiters = services.env.RATE_LIMITER as DurableObjectNamespace<RateLimiter>;
+  const admission = await limiters
+    .getByName(key)
+    .admit({ rental: false, limits: { requestsPerMin: perMin, rentalsPerMin: perMin } })
+    .catch(() => ({ admitted: true }) as const);
+  if (!admission.admitted) {
+    throw new ApiError(
+      "rate_limited",
+      `limited to ${perMin} requests a minute; retry in ${admission.retryAfterS} s`,
+      { retry_after: admission.retryAfterS },
+      { "Retry-After": String(admission.retryAfterS) },
+    );
+  }
+}
+
+/**
+ * Sends the request on with the caller's credentials dropped, and streams the answer back as it
+ * comes (the body is never held); the caller going away aborts the machine's request. An OpenAI
+ * stream is asked for its usage (`stream_options.include_usage`) so the tokens can be counted.
+ */
+async function forward(
+  send: Fetcher["fetch"],
+  request: Request,
+  target: string,
+  done: (sample: UsageSample) => void,
+): Promise<Response> {
+  const started = Date.now();
+  const headers = new Headers(request.headers);
+  for (const name of DROPPED) headers.delete(name);
+  let body: BodyInit | null = request.body;
+  if (request.method === "POST" && /\/v1\/(chat\/)?completions$/.test(target.split("?")[0] ?? "")) {
+    const text = await request.text();
+    body = withStreamUsage(text);
+    headers.delete("content-length");
+  }
+  let upstream: Response;
+  try {
+    upstream = await send(target, {
+      method: request.method,
+      headers,
+      body,
+      signal: request.signal,
+      redirect: "manual",
+    });
+  } catch {
+    done({ ok: false, prompt_tokens: 0, completion_tokens: 0, decode_tokens_per_s: null, first_token_ms: null });
+    throw new ApiError("provider_error", "the lease's machine did not answer");
+  }
+  const type = upstream.headers.get("content-type") ?? "";
+  const reader = new UsageReader(type.includes("event-stream") ? "sse" : type.includes("ndjson") ? "ndjson" : "json");
+  let firstAt: number | null = null;
+  let recorded = false;
+  // Once per request, however the body ends: read to its end, the machine failing mid-stream, or
+  // the caller hanging up (counted too; not an error of the machine's).
+  const record = (ok: boolean) => {
+    if (recorded) return;
+    recorded = true;
+    const counts = reader.end();
+    done({
+      ok,
+      prompt_tokens: counts?.prompt_tokens ?? 0,
+      completion_tokens: counts?.completion_tokens ?? 0,
+      decode_tokens_per_s: counts?.decode_tokens_per_s ?? null,
+      first_token_ms: firstAt === null ? null : firstAt - started,
+    });
+  };
+  const out = new Headers(upstream.headers);
+  out.delete("set-cookie");
+  const init = { status: upstream.status, statusText: upstream.statusText, headers: out };
+  if (!upstream.body) {
+    record(upstream.ok);
+    return new Response(null, init);
+  }
+  const source = upstream.body.getReader();
+  let cancelled = false;
+  const passed = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      let next: ReadableStreamReadResult<Uint8Array>;
+      try {
+        next = await source.read();
+      } catch (error) {
+        record(request.signal.aborted && upstream.ok);
+        if (!cancelled) controller.error(error);
+        return;
+      }
+      // The caller hung up while this read waited: the stream is closed already.
+      if (cancelled) return;
+      if (next.done) {
+        record(upstream.ok);
+        controller.close();
+        return;
+      }
+      firstAt ??= Date.now();
+      reader.push(next.value);
+      controller.enqueue(next.value);
+    },
+    cancel(reason) {
+      cancelled = true;
+      record(upstream.ok);
+      return source.cancel(reason);
+    },
+  });
+  return new Response(passed, init);
+}
+
+/** An OpenAI streaming request with `stream_options.include_usage` set (a body that is not JSON passes as it is). */
+function withStreamUsage(text: string): string {
+  try {
+    const parsed = JSON.parse(text) as Record<string, unknown>;
+    if (parsed && typeof parsed === "object" && parsed.stream === true) {
+      const options = (parsed.stream_options as Record<string, unknown> | undefined) ?? {};
+      return JSON.stringify({ ...parsed, stream_options: { ...options, include_usage: true } });
+    }
+  } catch {
+    // Not JSON: the server answers it as it would.
+  }
+  return text;
+}
