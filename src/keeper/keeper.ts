@@ -64,6 +64,8 @@ const PROVIDER_MISSING_RETRY_MS = 60_000;
 const KEY_LEASE_ID = "leaseId";
 const KEY_LOOP = "loop";
 const KEY_METER = "meter";
+/** set while the alarm is a usage flush's wake: the time the step's own alarm was for */
+const KEY_STEP_AT = "stepAt";
 
 /**
  * One per lease: the only writer of its row after insert. It settles the rental from the
@@ -198,6 +200,7 @@ export class LeaseKeeper extends DurableObject<Env> {
     // The snapshot is stored before the D1 write: a request counted meanwhile is not lost.
     await this.ctx.storage.put(KEY_METER, due ? { ...meter, flushedAt: now, dirty: false } : meter);
     if (due) await this.writeMeter(services, leaseId, meter, now);
+    else await this.armFlush(meter.flushedAt + FLUSH_EVERY_MS);
   }
 
   /** Rotates the lease's inference key (only its hash is kept); false for a lease that is not active. */
@@ -212,6 +215,16 @@ export class LeaseKeeper extends DurableObject<Env> {
     const leaseId = await this.leaseId();
     if (!leaseId) return;
     const services = this.services();
+    const stepAt = await this.ctx.storage.get<number>(KEY_STEP_AT);
+    if (stepAt !== undefined) {
+      // A wake for the gateway's counts only: write them, then sleep on to the step's own time.
+      await this.ctx.storage.delete(KEY_STEP_AT);
+      if (stepAt > services.clock() + 1000) {
+        await this.flushMeter(services, leaseId);
+        await this.ctx.storage.setAlarm(stepAt);
+        return;
+      }
+    }
     try {
       await this.step(services, leaseId);
     } catch (error) {
@@ -681,7 +694,27 @@ export class LeaseKeeper extends DurableObject<Env> {
   /** Sets the alarm to `at` unless an earlier one is already set (a stop may have asked for now). */
   private async armAt(at: number): Promise<void> {
     const current = await this.ctx.storage.getAlarm();
-    if (current === null || at < current) await this.ctx.storage.setAlarm(at);
+    const stepAt = await this.ctx.storage.get<number>(KEY_STEP_AT);
+    if (current === null || at < current) {
+      await this.ctx.storage.setAlarm(at);
+      // An earlier step supersedes a pending usage flush's wake: the step flushes too.
+      if (stepAt !== undefined) await this.ctx.storage.delete(KEY_STEP_AT);
+    } else if (stepAt !== undefined && at < stepAt) {
+      // The usage flush wakes first; the step it stands in front of is now due sooner.
+      await this.ctx.storage.put(KEY_STEP_AT, at);
+    }
+  }
+
+  /**
+   * Wakes the keeper when the gateway's counts are due for D1 (the step's own alarm may be a
+   * minute away): the flush-only wake remembers the step's time and hands back to it.
+   */
+  private async armFlush(at: number): Promise<void> {
+    const current = await this.ctx.storage.getAlarm();
+    if (current !== null && current <= at) return;
+    if ((await this.ctx.storage.get<number>(KEY_STEP_AT)) !== undefined) return;
+    if (current !== null) await this.ctx.storage.put(KEY_STEP_AT, current);
+    await this.ctx.storage.setAlarm(at);
   }
 
   private async leaseId(): Promise<string | null> {

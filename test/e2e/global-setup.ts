@@ -9,7 +9,7 @@ import { freePort, startWorker } from "../../scripts/lib/local-worker.mjs";
  * its worker), so the suites run side by side without seeing each other's leases. The short
  * read-only suites (health, openapi) use the CLI's.
  */
-export const SUITES = ["cli", "dashboard", "webhooks", "model"] as const;
+export const SUITES = ["cli", "dashboard", "webhooks", "model", "gateway"] as const;
 export type Suite = (typeof SUITES)[number];
 
 export interface LocalWorker {
@@ -22,7 +22,7 @@ export interface LocalWorker {
 declare module "vitest" {
   export interface ProvidedContext {
     workers: Record<Suite, LocalWorker>;
-    /** the model suite's Ollama registry (the fake, on loopback) */
+    /** the model and gateway suites' Ollama registry (the fake, on loopback) */
     modelRegistryUrl: string;
   }
 }
@@ -34,9 +34,11 @@ interface SuiteOptions {
 }
 
 /**
- * The model suite's worker sizes models from, and its sim machines pull from, the registry fake on
- * loopback; it answers at its own port (the sim's Ollama URLs name PUBLIC_URL) and keeps the
- * default rate limits, as a real client meets them.
+ * A model suite's worker (model, gateway) sizes models from, and its sim machines pull from, the
+ * registry fake on loopback; it answers at its own port (the sim's Ollama URLs name PUBLIC_URL)
+ * and keeps the default rate limits, as a real client meets them. The gateway suite has a worker
+ * of its own: the model suite finds its CLI-rented lease by model name among its worker's leases,
+ * and both set the worker-wide sim config.
  */
 async function modelSuite(registryUrl: string): Promise<SuiteOptions> {
   const port = (await freePort()) as number;
@@ -50,10 +52,11 @@ async function modelSuite(registryUrl: string): Promise<SuiteOptions> {
 /** Starts the local workers (sim on, fast polls) for the e2e files and stops them afterwards. */
 export default async function setup(project: TestProject) {
   const registry = await startFakeRegistry();
-  const model = await modelSuite(registry.url);
+  const models = { model: await modelSuite(registry.url), gateway: await modelSuite(registry.url) };
   const started = await Promise.all(
     SUITES.map((suite) => {
-      const options: SuiteOptions = suite === "model" ? model : { vars: [], liftRateLimits: true };
+      const options: SuiteOptions =
+        suite === "model" || suite === "gateway" ? models[suite] : { vars: [], liftRateLimits: true };
       return startWorker({
         sim: true,
         port: options.port,

@@ -15,7 +15,7 @@ import { OllamaRegistryFake } from "../fakes/ollama-registry";
 import { RunpodFake } from "../fakes/runpod";
 import { api, apiRequest, errorBody } from "../helpers";
 import { TestClock } from "../support/clock";
-import { driveTo, fireNext as fireNextAlarm } from "../support/keeper";
+import { alarmAt, driveTo, fireNext as fireNextAlarm } from "../support/keeper";
 import { rent, simBody } from "../support/lease";
 
 // The LLM gateway through the worker's fetch handler: `/llm/{lease_id}/…` in front of a sim model
@@ -576,6 +576,26 @@ describe("metering", () => {
     const stamp = flushed!.updated_at;
     await fireNext(a.id);
     expect((await usageRow(a.id))?.updated_at).toBe(stamp);
+  });
+
+  it("counts left unwritten wake the keeper 5 s after the last write, without a provider poll, then it sleeps on", async () => {
+    const a = await runningModel();
+    const stepAt = (await alarmAt(a.id)) as number;
+    expect(stepAt - clock.now).toBeGreaterThan(10_000);
+    await llm(a.id, "api/tags", { key: a.key });
+    const writtenAt = clock.now;
+    clock.advance(1_000);
+    await llm(a.id, "api/tags", { key: a.key });
+    expect((await usageRow(a.id))?.requests).toBe(1);
+    // The flush wake comes 5 s after the write, not at the step's beat.
+    expect(await alarmAt(a.id)).toBe(writtenAt + 5_000);
+    const costBefore = (await getLease(env.DB, a.id))?.cost;
+    await fireNext(a.id);
+    expect((await usageRow(a.id))?.requests).toBe(2);
+    // A flush-only wake polls no provider (a poll would have moved the cost on), and hands back
+    // to the step's own time.
+    expect((await getLease(env.DB, a.id))?.cost).toBe(costBefore);
+    expect(await alarmAt(a.id)).toBe(stepAt);
   });
 
   it("a request that arrives 5 s after the last write writes at once", async () => {
