@@ -57,12 +57,7 @@ const limit = setTimeout(async () => {
   process.exit(1);
 }, RUN_LIMIT_MS);
 
-async function json(path, init) {
-  const res = await worker.api(path, init);
-  const body = await res.json();
-  if (!res.ok) throw new Error(`${init?.method ?? "GET"} ${path}: ${res.status} ${JSON.stringify(body)}`);
-  return body;
-}
+const json = (path, init) => worker.json(path, init);
 
 /** The local D1's sqlite file in the worker's state folder. */
 function d1File() {

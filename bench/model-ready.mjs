@@ -55,12 +55,7 @@ const limit = setTimeout(async () => {
   process.exit(1);
 }, RUN_LIMIT_MS);
 
-async function json(path, init) {
-  const res = await worker.api(path, init);
-  const body = await res.json();
-  if (!res.ok) throw new Error(`${init?.method ?? "GET"} ${path}: ${res.status} ${JSON.stringify(body)}`);
-  return body;
-}
+const json = (path, init) => worker.json(path, init);
 const at = (iso) => (iso ? Date.parse(iso) : null);
 const clock = (ms) => new Date(ms).toISOString().slice(11, 23);
 /** How many of `list` have each `key` (Node 20 has no Object.groupBy). */

@@ -77,6 +77,13 @@ export async function startWorker({ port, vars = [], sim = false, admin = ADMIN,
       ...init,
       headers: { Authorization: `Bearer ${admin}`, "Content-Type": "application/json", ...(init.headers ?? {}) },
     });
+  /** The answer's JSON; throws with the status and body unless it is 2xx. */
+  const json = async (path, init) => {
+    const res = await api(path, init);
+    const body = await res.json();
+    if (!res.ok) throw new Error(`${init?.method ?? "GET"} ${path}: ${res.status} ${JSON.stringify(body)}`);
+    return body;
+  };
   const stop = async () => {
     if (child.exitCode === null) {
       const exited = new Promise((r) => child.once("exit", r));
@@ -85,7 +92,7 @@ export async function startWorker({ port, vars = [], sim = false, admin = ADMIN,
     }
     rmSync(persist, { recursive: true, force: true });
   };
-  return { base, admin, api, log: () => log, stop };
+  return { base, admin, api, json, log: () => log, stop };
 }
 
 let migrated;

@@ -413,7 +413,7 @@ export function modelPhase(probe: OllamaProbe): { summary: string; event: NewEve
     const detail =
       share === null
         ? "the server is pulling the model"
-        : `${(((probe.completed ?? 0) as number) / 1e9).toFixed(1)} of ${(probe.total! / 1e9).toFixed(1)} GB (${step} %)`;
+        : `${((probe.completed ?? 0) / 1e9).toFixed(1)} of ${((probe.total ?? 0) / 1e9).toFixed(1)} GB (${step} %)`;
     return { summary: `pulling:${step}`, event: { kind: "pulling", detail } };
   }
   if (probe.phase === "loading")

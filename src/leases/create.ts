@@ -301,7 +301,7 @@ async function tryOffers(
       continue;
     }
     const sentAt = iso(services.clock());
-    const seq = await writeAheadCreate(services.db, lease.id, {
+    const record = await writeAheadCreate(services.db, lease.id, {
       provider: offer.provider,
       offer_id: offer.offer_id,
       sent_at: sentAt,
@@ -318,10 +318,11 @@ async function tryOffers(
         download_s: lease.spec.model ? offer.load_time_s : 0,
       },
     });
-    if (seq === null) {
+    if (record === null) {
       events.push({ kind: "rent_interrupted", detail: "a stop arrived while renting: no further create is sent" });
       return { tried: { kind: "stopped_meanwhile" }, events };
     }
+    const { seq } = record;
     const result = await provider
       .rent(offer.source, spec)
       .catch((error: unknown) => ({ ok: false, kind: "ambiguous", error: safeMessage(services, error) }) as const);
@@ -347,7 +348,7 @@ async function tryOffers(
     // A create that may have made a machine: look the label up before anything else is sent.
     await noteUnresolved(services.db, lease.id, seq, `ambiguous: ${error}`);
     events.push({ kind: "rent_ambiguous", detail: `${offer.offer_id}: ${error}; looking the label up` });
-    const found = await findMachine(services, provider, lease, seq);
+    const found = await findMachine(services, provider, lease, record);
     if (found.kind === "found") {
       events.push({ kind: "machine_found", detail: `found ${found.ref} by its label` });
       return { tried: { kind: "rented" }, events };
@@ -364,8 +365,12 @@ async function tryOffers(
 type Found = { kind: "found"; ref: string } | { kind: "none" } | { kind: "failed"; error: string };
 
 /** Looks for a machine of this lease no create has claimed yet, twice (listings lag). */
-async function findMachine(services: Services, provider: Provider, lease: LeaseRow, seq: number): Promise<Found> {
-  const create = (await listCreates(services.db, lease.id)).find((c) => c.seq === seq) as CreateRecord;
+async function findMachine(
+  services: Services,
+  provider: Provider,
+  lease: LeaseRow,
+  create: CreateRecord,
+): Promise<Found> {
   for (let attempt = 0; attempt < 2; attempt++) {
     if (attempt > 0) await services.sleep(LABEL_LOOKUP_RETRY_MS);
     const lookup = await lookupMachines(services, provider, lease, create);
@@ -413,8 +418,8 @@ async function answer(
     ]).catch(() => undefined);
     row = await getLease(services.db, lease.id);
   }
-  const view = await leaseView(services, row ?? lease);
-  if (tried.kind === "rented" || tried.kind === "stopped_meanwhile") return { ok: true, lease: view, created: true };
+  if (tried.kind === "rented" || tried.kind === "stopped_meanwhile")
+    return { ok: true, lease: await leaseView(services, row ?? lease), created: true };
   if (tried.kind === "unknown") {
     return {
       ok: false,

@@ -141,19 +141,23 @@ export interface NewCreate {
 
 /**
  * Write-ahead renting: records the create about to be sent, while the lease is still
- * `provisioning`. Its seq, or null when the lease is not (a stop arrived): then no create may be sent.
+ * `provisioning`. The record, or null when the lease is not (a stop arrived): then no create may be sent.
  */
-export async function writeAheadCreate(db: D1Database, leaseId: string, create: NewCreate): Promise<number | null> {
+export async function writeAheadCreate(
+  db: D1Database,
+  leaseId: string,
+  create: NewCreate,
+): Promise<CreateRecord | null> {
   const row = await db
     .prepare(
       `INSERT INTO lease_creates (lease_id, seq, provider, offer_id, sent_at, offer)
        SELECT ?1, COALESCE((SELECT MAX(seq) FROM lease_creates WHERE lease_id = ?1), 0) + 1, ?2, ?3, ?4, ?5
        WHERE EXISTS (SELECT 1 FROM leases WHERE id = ?1 AND status = 'provisioning')
-       RETURNING seq`,
+       RETURNING *`,
     )
     .bind(leaseId, create.provider, create.offer_id, create.sent_at, JSON.stringify(create.offer))
-    .first<{ seq: number }>();
-  return row?.seq ?? null;
+    .first();
+  return row ? parse(row) : null;
 }
 
 /** A definite answer that made nothing (no capacity, rejected), or a lookup that found nothing. */

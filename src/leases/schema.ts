@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { LeaseUsageSchema } from "../gateway/usage-store";
-import { parseModelRef } from "../models/reference";
+import { ModelRefTextSchema } from "../models/reference";
 import { AccessSchema, CurrencySchema, ProviderNameSchema, TemplateSchema } from "../providers/types";
 import { CreateViewSchema } from "./creates";
 
@@ -65,23 +65,11 @@ export const LeaseInputSchema = z
       .refine((ports) => new Set(ports).size === ports.length, "ports must be unique")
       .optional(),
     disk_gb: z.number().int().min(1).max(4000).optional(),
-    model: z
-      .string()
-      .trim()
-      .min(1)
-      .max(300)
-      .refine((text) => parseModelRef(text).ok, {
-        error: (issue) => {
-          const parsed = parseModelRef(String(issue.input));
-          return parsed.ok ? "invalid model reference" : parsed.reason;
-        },
-      })
-      .optional()
-      .openapi({
-        description:
-          "ollama only: a model to pull, load and answer before the lease runs (`name:tag`, `namespace/name:tag`, `hf.co/<user>/<repo>:<quant>`)",
-        example: "qwen2.5:32b",
-      }),
+    model: z.string().trim().min(1).max(300).pipe(ModelRefTextSchema).optional().openapi({
+      description:
+        "ollama only: a model to pull, load and answer before the lease runs (`name:tag`, `namespace/name:tag`, `hf.co/<user>/<repo>:<quant>`)",
+      example: "qwen2.5:32b",
+    }),
     context_length: z.number().int().min(256).max(1_048_576).optional().openapi({ description: "ollama only" }),
     max_minutes: z.number().int().min(1).max(10080),
     max_cost: z.number().positive().optional().openapi({ description: "in USD" }),

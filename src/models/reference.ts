@@ -107,7 +107,7 @@ export function parseModelRef(text: string): { ok: true; ref: ModelRef } | { ok:
 }
 
 /** zod string schema for request bodies: refine with parseModelRef, message = reason */
-export const ModelRefTextSchema: z.ZodType<string> = z.string().superRefine((text, ctx) => {
+export const ModelRefTextSchema: z.ZodType<string, string> = z.string().superRefine((text, ctx) => {
   const parsed = parseModelRef(text);
   if (!parsed.ok) ctx.addIssue({ code: "custom", message: parsed.reason });
 });

@@ -1,7 +1,8 @@
-import { EventSourceParserStream } from "eventsource-parser/stream";
 import { Ollama } from "ollama";
 import OpenAI from "openai";
 import { beforeAll, describe, expect, inject, test } from "vitest";
+import { type LeaseBase, leaseApi } from "./lease-api";
+import { openaiCalls } from "./openai-calls";
 
 /*
  * A model lease called as the README shows it, through the worker's LLM gateway: rented with the
@@ -12,15 +13,8 @@ import { beforeAll, describe, expect, inject, test } from "vitest";
  */
 
 const { baseUrl: base, adminToken } = inject("workers").gateway;
-const auth = { Authorization: `Bearer ${adminToken}` };
 const MODEL = "llama3.2:1b";
 const WRONG_KEY = `glk_${"0".repeat(43)}`;
-
-interface LeaseEvent {
-  seq: number;
-  kind: string;
-  detail: string | null;
-}
 
 interface Usage {
   requests: number;
@@ -32,85 +26,16 @@ interface Usage {
   usd_per_million_tokens: number | null;
 }
 
-interface Lease {
-  id: string;
-  status: string;
-  provider_ref: string | null;
-  teardown_verified_at: string | null;
+interface Lease extends LeaseBase {
   inference_key?: string;
   usage?: Usage | null;
 }
 
-async function api<T>(path: string, init: RequestInit = {}): Promise<{ status: number; body: T }> {
-  const res = await fetch(`${base}${path}`, {
-    ...init,
-    headers: { ...auth, "Content-Type": "application/json", ...init.headers },
-  });
-  return { status: res.status, body: (await res.json()) as T };
-}
-
-const getLease = async (id: string) => (await api<Lease>(`/v1/leases/${id}`)).body;
-
-/**
- * Reads the lease's event stream after event `after` until an event of `kind` (or `stopped`)
- * arrives; reconnects with Last-Event-ID if the worker ends the stream first.
- */
-async function eventsUntil(id: string, kind: string, after = 0, timeoutMs = 90_000): Promise<LeaseEvent[]> {
-  const seen: LeaseEvent[] = [];
-  const signal = AbortSignal.timeout(timeoutMs);
-  let last = after;
-  for (;;) {
-    const res = await fetch(`${base}/v1/leases/${id}/events`, {
-      headers: { ...auth, Accept: "text/event-stream", ...(last ? { "Last-Event-ID": String(last) } : {}) },
-      signal,
-    });
-    expect(res.status).toBe(200);
-    const reader = (res.body as ReadableStream<BufferSource>)
-      .pipeThrough(new TextDecoderStream())
-      .pipeThrough(new EventSourceParserStream())
-      .getReader();
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        const event = JSON.parse(value.data) as LeaseEvent;
-        last = event.seq;
-        seen.push(event);
-        if (event.kind === kind || event.kind === "stopped") return seen;
-      }
-    } finally {
-      await reader.cancel().catch(() => undefined);
-    }
-  }
-}
+const { api, getLease, eventsUntil, stopAndVerify } = leaseApi<Lease>(base, adminToken);
 
 /** Calls made through the openai client: a completion, a stream, the model list. */
-async function throughOpenAI(baseURL: string, key: string): Promise<number> {
-  const client = new OpenAI({ baseURL, apiKey: key });
-  const completion = await client.chat.completions.create({
-    model: MODEL,
-    messages: [{ role: "user", content: "Say hi" }],
-  });
-  expect(completion.model).toBe(MODEL);
-  expect(completion.choices[0]?.message.content?.trim()).toBeTruthy();
-
-  const stream = await client.chat.completions.create({
-    model: MODEL,
-    messages: [{ role: "user", content: "Say hi" }],
-    stream: true,
-  });
-  let streamed = "";
-  let chunks = 0;
-  for await (const chunk of stream) {
-    chunks += 1;
-    streamed += chunk.choices[0]?.delta?.content ?? "";
-  }
-  expect(chunks).toBeGreaterThan(1);
-  expect(streamed.trim()).toBeTruthy();
-
-  const models = await client.models.list();
-  expect(models.data.map((m) => m.id)).toContain(MODEL);
-  return 3;
+function throughOpenAI(baseURL: string, key: string): Promise<number> {
+  return openaiCalls(new OpenAI({ baseURL, apiKey: key }), MODEL);
 }
 
 /** Calls made through the ollama client: a chat, a streamed chat, the model list. */
@@ -167,17 +92,6 @@ async function usageOnceFlushed(id: string, requests: number): Promise<Usage | n
     await new Promise((resolve) => setTimeout(resolve, 5_000));
   }
   return usage;
-}
-
-/** Stops the lease and follows it to `stopped`: the machine's teardown verified. */
-async function stopAndVerify(id: string, after: number): Promise<void> {
-  const stop = await api<{ ok: boolean }>(`/v1/leases/${id}/stop`, { method: "POST" });
-  expect(stop).toMatchObject({ status: 200, body: { ok: true } });
-  const events = await eventsUntil(id, "stopped", after);
-  expect(events.at(-1)?.kind).toBe("stopped");
-  const stopped = await getLease(id);
-  expect(stopped.status).toBe("stopped");
-  expect(stopped.teardown_verified_at).not.toBeNull();
 }
 
 /** Follows the rented lease to running, calls it through the gateway with both clients, stops it. */

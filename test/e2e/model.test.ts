@@ -1,9 +1,10 @@
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import { EventSourceParserStream } from "eventsource-parser/stream";
 import OpenAI from "openai";
 import { beforeAll, describe, expect, inject, test } from "vitest";
+import { type LeaseBase, leaseApi } from "./lease-api";
+import { openaiCalls } from "./openai-calls";
 
 /*
  * A model lease as the README shows it: rented with plain HTTP and the admin token, followed on
@@ -16,23 +17,11 @@ const root = join(import.meta.dirname, "..", "..");
 const bin = join(root, "bin", "gpulease.mjs");
 const { baseUrl: base, adminToken } = inject("workers").model;
 const registryUrl = inject("modelRegistryUrl");
-const auth = { Authorization: `Bearer ${adminToken}` };
 const MODEL = "llama3.2:1b";
 
-interface LeaseEvent {
-  seq: number;
-  at: string;
-  kind: string;
-  detail: string | null;
-}
-
-interface Lease {
-  id: string;
-  status: string;
-  provider_ref: string | null;
+interface Lease extends LeaseBase {
   stop_reason: string | null;
   error: string | null;
-  teardown_verified_at: string | null;
   access: { urls: string[]; openai_base_url?: string | null } | null;
   model: {
     name: string;
@@ -44,58 +33,12 @@ interface Lease {
   } | null;
 }
 
-async function api<T>(path: string, init: RequestInit = {}): Promise<{ status: number; body: T }> {
-  const res = await fetch(`${base}${path}`, {
-    ...init,
-    headers: { ...auth, "Content-Type": "application/json", ...init.headers },
-  });
-  return { status: res.status, body: (await res.json()) as T };
-}
+const lease = leaseApi<Lease>(base, adminToken);
+const { api, getLease, eventsUntil } = lease;
 
-const getLease = async (id: string) => (await api<Lease>(`/v1/leases/${id}`)).body;
-
-/**
- * Reads the lease's event stream (Server-Sent Events) after event `after` until an event of
- * `kind` (or `stopped`) arrives; reconnects with Last-Event-ID if the worker ends the stream first.
- */
-async function eventsUntil(id: string, kind: string, after = 0, timeoutMs = 90_000): Promise<LeaseEvent[]> {
-  const seen: LeaseEvent[] = [];
-  const signal = AbortSignal.timeout(timeoutMs);
-  let last = after;
-  for (;;) {
-    const res = await fetch(`${base}/v1/leases/${id}/events`, {
-      headers: { ...auth, Accept: "text/event-stream", ...(last ? { "Last-Event-ID": String(last) } : {}) },
-      signal,
-    });
-    expect(res.status).toBe(200);
-    const reader = (res.body as ReadableStream<BufferSource>)
-      .pipeThrough(new TextDecoderStream())
-      .pipeThrough(new EventSourceParserStream())
-      .getReader();
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        const event = JSON.parse(value.data) as LeaseEvent;
-        last = event.seq;
-        seen.push(event);
-        if (event.kind === kind || event.kind === "stopped") return seen;
-      }
-    } finally {
-      await reader.cancel().catch(() => undefined);
-    }
-  }
-}
-
-/** Stops the lease and follows it to `stopped`: the machine's teardown verified. */
+/** Stops the lease, follows it to `stopped` with its teardown verified, and finds no sim machine left. */
 async function stopAndVerify(id: string, after: number): Promise<Lease> {
-  const stop = await api<{ ok: boolean }>(`/v1/leases/${id}/stop`, { method: "POST" });
-  expect(stop).toMatchObject({ status: 200, body: { ok: true } });
-  const events = await eventsUntil(id, "stopped", after);
-  expect(events.at(-1)?.kind).toBe("stopped");
-  const stopped = await getLease(id);
-  expect(stopped.status).toBe("stopped");
-  expect(stopped.teardown_verified_at).not.toBeNull();
+  const stopped = await lease.stopAndVerify(id, after);
   const sim = await api<{ machines: { ref: string; state: string }[] }>("/v1/sim");
   expect(sim.body.machines.filter((m) => m.ref === stopped.provider_ref && m.state !== "gone")).toEqual([]);
   return stopped;
@@ -128,30 +71,7 @@ async function chatThenStop(id: string, digest: string): Promise<boolean> {
   expect(baseURL).toBe(`${base}/sim/ollama/${lease.provider_ref}/v1`);
 
   // What the README shows.
-  const client = new OpenAI({ baseURL, apiKey: "unused" });
-  const completion = await client.chat.completions.create({
-    model: MODEL,
-    messages: [{ role: "user", content: "Say hi" }],
-  });
-  expect(completion.model).toBe(MODEL);
-  expect(completion.choices[0]?.message.content?.trim()).toBeTruthy();
-
-  const stream = await client.chat.completions.create({
-    model: MODEL,
-    messages: [{ role: "user", content: "Say hi" }],
-    stream: true,
-  });
-  let streamed = "";
-  let chunks = 0;
-  for await (const chunk of stream) {
-    chunks += 1;
-    streamed += chunk.choices[0]?.delta?.content ?? "";
-  }
-  expect(chunks).toBeGreaterThan(1);
-  expect(streamed.trim()).toBeTruthy();
-
-  const models = await client.models.list();
-  expect(models.data.map((m) => m.id)).toContain(MODEL);
+  await openaiCalls(new OpenAI({ baseURL, apiKey: "unused" }), MODEL);
 
   await stopAndVerify(id, events.at(-1)?.seq ?? 0);
   // The endpoint went with the machine.

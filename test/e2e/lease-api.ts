@@ -1,0 +1,78 @@
+import { EventSourceParserStream } from "eventsource-parser/stream";
+import { expect } from "vitest";
+
+export interface LeaseEvent {
+  seq: number;
+  kind: string;
+  detail: string | null;
+}
+
+/** What every suite reads of a lease; a suite widens it with the fields it checks. */
+export interface LeaseBase {
+  id: string;
+  status: string;
+  provider_ref: string | null;
+  teardown_verified_at: string | null;
+}
+
+/** The API of one local worker as its admin sees it: plain fetch, the lease's event stream, stop. */
+export function leaseApi<L extends LeaseBase>(base: string, adminToken: string) {
+  const auth = { Authorization: `Bearer ${adminToken}` };
+
+  async function api<T>(path: string, init: RequestInit = {}): Promise<{ status: number; body: T }> {
+    const res = await fetch(`${base}${path}`, {
+      ...init,
+      headers: { ...auth, "Content-Type": "application/json", ...init.headers },
+    });
+    return { status: res.status, body: (await res.json()) as T };
+  }
+
+  const getLease = async (id: string) => (await api<L>(`/v1/leases/${id}`)).body;
+
+  /**
+   * Reads the lease's event stream (Server-Sent Events) after event `after` until an event of
+   * `kind` (or `stopped`) arrives; reconnects with Last-Event-ID if the worker ends the stream first.
+   */
+  async function eventsUntil(id: string, kind: string, after = 0, timeoutMs = 90_000): Promise<LeaseEvent[]> {
+    const seen: LeaseEvent[] = [];
+    const signal = AbortSignal.timeout(timeoutMs);
+    let last = after;
+    for (;;) {
+      const res = await fetch(`${base}/v1/leases/${id}/events`, {
+        headers: { ...auth, Accept: "text/event-stream", ...(last ? { "Last-Event-ID": String(last) } : {}) },
+        signal,
+      });
+      expect(res.status).toBe(200);
+      const reader = (res.body as ReadableStream<BufferSource>)
+        .pipeThrough(new TextDecoderStream())
+        .pipeThrough(new EventSourceParserStream())
+        .getReader();
+      try {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          const event = JSON.parse(value.data) as LeaseEvent;
+          last = event.seq;
+          seen.push(event);
+          if (event.kind === kind || event.kind === "stopped") return seen;
+        }
+      } finally {
+        await reader.cancel().catch(() => undefined);
+      }
+    }
+  }
+
+  /** Stops the lease and follows it to `stopped`: the machine's teardown verified. */
+  async function stopAndVerify(id: string, after: number): Promise<L> {
+    const stop = await api<{ ok: boolean }>(`/v1/leases/${id}/stop`, { method: "POST" });
+    expect(stop).toMatchObject({ status: 200, body: { ok: true } });
+    const events = await eventsUntil(id, "stopped", after);
+    expect(events.at(-1)?.kind).toBe("stopped");
+    const stopped = await getLease(id);
+    expect(stopped.status).toBe("stopped");
+    expect(stopped.teardown_verified_at).not.toBeNull();
+    return stopped;
+  }
+
+  return { api, getLease, eventsUntil, stopAndVerify };
+}
