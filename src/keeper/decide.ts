@@ -549,7 +549,13 @@ export function decideTeardown(
 export const CONFIRM_GONE_MS = 1_000;
 
 export function stoppedDecision(loop: LoopState, patch: LeasePatch, events: NewEvent[], now: number): Decision {
-  const verified: LeasePatch = { status: "stopped", stopped_at: iso(now), teardown_verified_at: iso(now) };
+  const verified: LeasePatch = {
+    status: "stopped",
+    stopped_at: iso(now),
+    teardown_verified_at: iso(now),
+    // A stopped lease's key opens nothing: the sealed copy for its webhook has no use left.
+    inference_key_sealed: null,
+  };
   // Verified at last: the flag has done its job; the error that led to the teardown comes back.
   if (loop.unverifiedFlagged) verified.error = loop.errorBeforeFlag;
   return {

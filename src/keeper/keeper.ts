@@ -203,10 +203,16 @@ export class LeaseKeeper extends DurableObject<Env> {
     else await this.armFlush(meter.flushedAt + FLUSH_EVERY_MS);
   }
 
-  /** Rotates the lease's inference key (only its hash is kept); false for a lease that is not active. */
+  /**
+   * Rotates the lease's inference key (only its hash is kept; a key sealed for a schedule's
+   * webhook goes, so no later delivery sends the old one); false for a lease that is not active.
+   */
   async setInferenceKey(leaseId: string, hash: string): Promise<{ ok: boolean }> {
     const services = this.services();
-    const row = await updateLeaseIf(services.db, leaseId, ["provisioning", "running"], { inference_key_hash: hash });
+    const row = await updateLeaseIf(services.db, leaseId, ["provisioning", "running"], {
+      inference_key_hash: hash,
+      inference_key_sealed: null,
+    });
     if (row) await appendEvents(services.db, leaseId, iso(services.clock()), [{ kind: "inference_key_rotated" }]);
     return { ok: row !== null };
   }

@@ -10,6 +10,7 @@ import { scrubError, scrubText, secretsOf } from "../providers/scrub";
 import type { MachineSpec, Provider } from "../providers/types";
 import type { Services } from "../services";
 import { type CreateRecord, claimMachine, listCreates, noteUnresolved, resolveNone, writeAheadCreate } from "./creates";
+import { newInferenceKey, sealInferenceKey } from "./inference-key";
 import {
   appendEvents,
   deleteUnsentLease,
@@ -91,8 +92,12 @@ export async function createLease(services: Services, input: LeaseInput, options
   const leaseId = newId("lse", now);
   const label = `${services.config.labelPrefix}-${leaseId}`;
   const callbackToken = randomSecret();
-  // A model lease is reached through the LLM gateway with its own key (shown once, kept hashed).
-  const inferenceKey = sizing ? `glk_${randomSecret()}` : null;
+  // A model lease is reached through the LLM gateway with its own key (shown once, kept hashed);
+  // a schedule's lease gets it in its lease.running webhook instead of the rent answer.
+  const inferenceKey = sizing ? newInferenceKey() : null;
+  const adminToken = services.config.secrets.adminToken;
+  const sealedKey =
+    inferenceKey && options.scheduleId && adminToken ? await sealInferenceKey(inferenceKey, adminToken) : null;
   const inserted = await insertLease(
     services.db,
     {
@@ -110,6 +115,7 @@ export async function createLease(services: Services, input: LeaseInput, options
       idempotency_key: idempotencyKey,
       callback_hash: await sha256Hex(callbackToken),
       inference_key_hash: inferenceKey ? await sha256Hex(inferenceKey) : null,
+      inference_key_sealed: sealedKey,
       created_at: iso(now),
     },
     services.config.maxActiveLeases,
@@ -161,7 +167,7 @@ export async function createLease(services: Services, input: LeaseInput, options
   });
   const tried = await tryOffers(services, inserted.row, plan.offers, spec);
   const outcome = await answer(services, inserted.row, tried);
-  return outcome.ok && inferenceKey ? { ...outcome, inferenceKey } : outcome;
+  return outcome.ok && inferenceKey && !options.scheduleId ? { ...outcome, inferenceKey } : outcome;
 }
 
 /**

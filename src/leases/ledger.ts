@@ -75,6 +75,8 @@ export const LeaseRowSchema = z.object({
   strays_cost: z.number().default(0),
   /** a model lease's inference key, SHA-256 (the key itself is shown once) */
   inference_key_hash: z.string().nullable().default(null),
+  /** a schedule's model lease: its key sealed (src/lib/sealing.ts) for the lease.running webhook */
+  inference_key_sealed: z.string().nullable().default(null),
   billing_starts_at: BillingStartsAtSchema.nullable().default(null),
   /** what the provider itself billed (src/billing), when it reports it per machine */
   billed: z.number().nullable().optional(),
@@ -142,6 +144,8 @@ export interface NewLease {
   callback_hash: string;
   /** a model lease's inference key, hashed; null for other leases */
   inference_key_hash: string | null;
+  /** a schedule's model lease: the key sealed for its lease.running webhook */
+  inference_key_sealed: string | null;
   created_at: string;
 }
 
@@ -170,14 +174,16 @@ export async function insertLease(db: D1Database, lease: NewLease, maxActive: nu
     lease.idempotency_key,
     lease.callback_hash,
     lease.inference_key_hash,
+    lease.inference_key_sealed,
     lease.created_at,
   ];
   try {
     const row = await db
       .prepare(
         `INSERT INTO leases (id, name, label, template, spec, max_minutes, max_cost, expected_cost,
-           schedule_id, token_id, idempotency_key, callback_hash, inference_key_hash, created_at, status)
-         SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'provisioning'
+           schedule_id, token_id, idempotency_key, callback_hash, inference_key_hash, inference_key_sealed,
+           created_at, status)
+         SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'provisioning'
          WHERE (SELECT COUNT(*) FROM leases WHERE status != 'stopped') < ?
          RETURNING *`,
       )
@@ -283,6 +289,7 @@ export type LeasePatch = Partial<{
   billing_starts_at: LeaseRow["billing_starts_at"];
   strays_cost: number;
   inference_key_hash: string | null;
+  inference_key_sealed: string | null;
 }>;
 
 const jsonColumns = new Set(["spec", "access"]);

@@ -143,6 +143,7 @@ export function settleRental(
       status: "stopped",
       stopped_at: iso(now),
       teardown_verified_at: iso(now),
+      inference_key_sealed: null,
       attempts,
     },
     events: [{ kind: "stopped", detail: `rent_failed: ${error}; every create was answered, none made a machine` }],

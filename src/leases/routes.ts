@@ -5,12 +5,13 @@ import { spentUsd } from "../account/spend";
 import { requireScope } from "../auth/middleware";
 import { ApiError, errorResponses, refusalError } from "../errors";
 import { getUsage, usageView } from "../gateway/usage-store";
-import { randomSecret, sha256Hex } from "../lib/crypto";
+import { sha256Hex } from "../lib/crypto";
 import { bearerSecurity, createRouter, idParams, jsonResponse, limitQuery } from "../router";
 import type { AppEnv, Services } from "../services";
 import { verifyCallbackToken } from "./callback";
 import { createLease } from "./create";
 import { listCreates, listCreatesOf } from "./creates";
+import { newInferenceKey } from "./inference-key";
 import { BadCursorError, getLease, type LeaseRow, listEvents, listLeases, toLease } from "./ledger";
 import { LeaseEventSchema, LeaseInputSchema, LeaseSchema, leaseStatuses, RentedLeaseSchema } from "./schema";
 
@@ -244,7 +245,7 @@ export const leaseRoutes = createRouter()
     const services = c.get("services");
     const row = await leaseOr404(services, c.req.valid("param").id);
     if (!row.spec.model) throw new ApiError("not_found", "not a model lease: it has no inference key");
-    const key = `glk_${randomSecret()}`;
+    const key = newInferenceKey();
     const { ok } = await services.keepers.setInferenceKey(row.id, await sha256Hex(key));
     if (!ok) throw new ApiError("lease_not_running", `the lease is ${row.status}: no key for it`);
     return c.json({ inference_key: key }, 200);

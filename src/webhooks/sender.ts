@@ -1,6 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { loadConfig } from "../config";
 import { listCreates } from "../leases/creates";
+import { openInferenceKey } from "../leases/inference-key";
 import { getLease, toLease } from "../leases/ledger";
 import { secretsOf } from "../providers/scrub";
 import { createServices, type Services } from "../services";
@@ -28,6 +29,20 @@ async function renderData(services: Services, delivery: DueDelivery): Promise<Re
   return JSON.parse(await freezeEventData(services.db, delivery.event_id, JSON.stringify(data)));
 }
 
+/**
+ * A schedule's model lease has nobody waiting for its rent answer: its lease.running delivery
+ * to a JSON webhook carries the inference key, opened from its seal at each send and never
+ * frozen into the outbox. Slack bodies are read by people in a channel, so they never do.
+ */
+async function inferenceKeyFor(services: Services, delivery: DueDelivery, adminToken: string): Promise<string | null> {
+  if (delivery.type !== "lease.running" || delivery.format !== "json" || !delivery.lease_id) return null;
+  const row = await services.db
+    .prepare("SELECT inference_key_sealed FROM leases WHERE id = ? AND status IN ('provisioning', 'running')")
+    .bind(delivery.lease_id)
+    .first<{ inference_key_sealed: string | null }>();
+  return row?.inference_key_sealed ? openInferenceKey(row.inference_key_sealed, adminToken) : null;
+}
+
 /** Builds, signs and sends one delivery; any 2xx is delivered, anything else is retried. */
 async function attempt(services: Services, delivery: DueDelivery, send: Fetch, nowMs: number): Promise<AttemptOutcome> {
   const adminToken = services.config.secrets.adminToken;
@@ -36,11 +51,13 @@ async function attempt(services: Services, delivery: DueDelivery, send: Fetch, n
   let body: string;
   try {
     secret = await openSecret(delivery.secret, adminToken);
+    const data = maskEnv(await renderData(services, delivery)) as Record<string, unknown>;
+    const inferenceKey = await inferenceKeyFor(services, delivery, adminToken);
     const event: RenderedEvent = {
       id: delivery.event_id,
       type: delivery.type,
       created_at: delivery.event_created_at,
-      data: maskEnv(await renderData(services, delivery)) as Record<string, unknown>,
+      data: inferenceKey ? { ...data, inference_key: inferenceKey } : data,
     };
     body = withoutSecrets(delivery.format === "slack" ? slackBody(event) : jsonBody(event), [
       ...secretsOf(services.config),

@@ -15,6 +15,7 @@ import { OllamaRegistryFake } from "../fakes/ollama-registry";
 import { RunpodFake } from "../fakes/runpod";
 import { api, apiRequest, errorBody } from "../helpers";
 import { TestClock } from "../support/clock";
+import { emptyTables, WEBHOOK_TABLES } from "../support/fresh";
 import { alarmAt, driveTo, fireNext as fireNextAlarm } from "../support/keeper";
 import { rent, simBody } from "../support/lease";
 
@@ -372,8 +373,27 @@ describe("streaming passes through as it is produced", () => {
     // after the first: a buffering gateway would hand them all over at once at the end.
     expect(chunks.length).toBeGreaterThan(10);
     expect(chunks.at(-1)!.at - first.at).toBeGreaterThanOrEqual((contentEvents.length - 1) * 15);
-    // The gateway asked for the usage chunk (stream_options.include_usage) the client did not.
-    expect(events.some((e) => e.includes('"usage"') && e.includes('"completion_tokens"'))).toBe(true);
+    // The gateway asked for the usage chunk (stream_options.include_usage) to count the tokens;
+    // this client did not, so it never sees that chunk (`choices: []` would break a naive reader).
+    expect(events.some((e) => e.includes('"usage"'))).toBe(false);
+    expect(events.every((e) => e === "data: [DONE]" || JSON.parse(e.slice(6)).choices.length === 1)).toBe(true);
+    await fireNext(a.id);
+    const counted = (await leaseBody(a.id)).lease.usage;
+    expect(counted?.requests).toBe(1);
+    expect(counted?.completion_tokens).toBe(contentEvents.length);
+  });
+
+  it("a client that asks for the usage chunk gets it, as the server sent it", async () => {
+    const a = await runningModel();
+    const { text } = await llm(a.id, "v1/chat/completions", {
+      key: a.key,
+      json: chatBody("Count for me", { stream: true, stream_options: { include_usage: true } }),
+    });
+    const events = text.split("\n\n").filter(Boolean);
+    const usage = events.filter((e) => e.includes('"usage"')).map((e) => JSON.parse(e.slice(6)));
+    expect(usage).toHaveLength(1);
+    expect(usage[0]).toMatchObject({ choices: [], usage: { completion_tokens: expect.any(Number) } });
+    expect(events.at(-1)).toBe("data: [DONE]");
   });
 
   it("Ollama NDJSON from /api/generate: lines arrive one by one, the counts on the last", async () => {
@@ -481,9 +501,10 @@ describe("metering", () => {
     for (const content of ["What is one plus one?", "Name a colour."]) {
       openaiCounts(JSON.parse(await ok("v1/chat/completions", { key: a.key, json: chatBody(content) })).usage);
     }
-    // 3-4: OpenAI SSE (the usage chunk the gateway asked for)
+    // 3-4: OpenAI SSE, asking for the usage chunk as a metering client would
     for (const content of ["Count to three.", "Tell a very short story about a GPU that rents itself."]) {
-      const text = await ok("v1/chat/completions", { key: a.key, json: chatBody(content, { stream: true }) });
+      const json = chatBody(content, { stream: true, stream_options: { include_usage: true } });
+      const text = await ok("v1/chat/completions", { key: a.key, json });
       const usage = text
         .split("\n\n")
         .map((e) => e.replace(/^data: /, ""))
@@ -772,3 +793,113 @@ describe("no key and no prompt text in logs, events, D1 or webhooks", () => {
     }
   });
 });
+
+describe("a schedule's model lease: its key comes in the lease.running webhook only", () => {
+  it("not in the run's answer, GET, events or D1 in plain text; a JSON webhook carries it (every try), Slack never; rotation and stop clear the seal", async () => {
+    await emptyTables(WEBHOOK_TABLES);
+    fakes.restore();
+    const hooks = new FailingOnceHookSink();
+    fakes = installFakes(registry, hooks);
+    for (const [path, format] of [
+      ["json", "json"],
+      ["slack", "slack"],
+    ] as const) {
+      const hook = await api("/v1/webhooks", {
+        method: "POST",
+        json: { url: `https://hooks.example.com/${path}`, events: ["lease.running"], format },
+      });
+      expect(hook.status).toBe(201);
+    }
+    const schedule = await api("/v1/schedules", {
+      method: "POST",
+      json: { name: "nightly-llm", cron: "0 2 * * *", lease: { provider: "sim", model: MODEL, max_minutes: 30 } },
+    });
+    expect(schedule.status).toBe(201);
+    const { id: scheduleId } = (await schedule.json()) as { id: string };
+    const run = await api(`/v1/schedules/${scheduleId}/run`, { method: "POST" });
+    const runText = await run.text();
+    expect(run.status).toBe(202);
+    expect(runText).not.toContain("glk_");
+    const leaseId = (JSON.parse(runText) as Lease).id;
+    await driveTo(leaseId, "running", { clock, maxAlarms: 200 });
+
+    const services = createServices(env, loadConfig(env));
+    // The JSON receiver fails its first try: the retry must carry the key again.
+    expect((await deliverDue(services, (request) => hooks.handle(request))).delivered).toBe(1);
+    clock.advance(60_000);
+    expect((await deliverDue(services, (request) => hooks.handle(request))).delivered).toBe(1);
+    const json = hooks.received.filter((r) => r.path === "/json").map((r) => JSON.parse(r.body));
+    expect(json).toHaveLength(2);
+    const key = json[0].data.inference_key as string;
+    expect(key).toMatch(/^glk_[A-Za-z0-9_-]{40,}$/);
+    expect(json[1].data.inference_key).toBe(key);
+    expect(json[0].data.lease.id).toBe(leaseId);
+    const slack = hooks.received.filter((r) => r.path === "/slack");
+    expect(slack).toHaveLength(1);
+    expect(slack[0]!.body).toContain(leaseId);
+    expect(slack[0]!.body).not.toContain("glk_");
+
+    // The key opens the lease's gateway.
+    expect((await llm(leaseId, "v1/models", { key })).res.status).toBe(200);
+
+    const row = await env.DB.prepare("SELECT inference_key_sealed, inference_key_hash FROM leases WHERE id = ?")
+      .bind(leaseId)
+      .first<{ inference_key_sealed: string | null; inference_key_hash: string }>();
+    expect(row?.inference_key_sealed).toMatch(/^v1:/);
+    expect(row?.inference_key_hash).toBe(await sha256Hex(key));
+    const places = [(await leaseBody(leaseId)).text, await eventsText(leaseId)];
+    for (const table of ["leases", "webhook_events", "lease_events", "schedule_runs"]) {
+      places.push(JSON.stringify((await env.DB.prepare(`SELECT * FROM ${table}`).all()).results));
+    }
+    for (const text of places) {
+      expect(text).not.toContain(key);
+      expect(text).not.toContain(key.slice(4, 24));
+    }
+
+    // A rotation answers the new key to its caller and the seal goes: no later delivery sends the old key.
+    const rotated = await api(`/v1/leases/${leaseId}/inference-key`, { method: "POST" });
+    expect(rotated.status).toBe(200);
+    const sealedAfter = () =>
+      env.DB.prepare("SELECT inference_key_sealed AS s FROM leases WHERE id = ?")
+        .bind(leaseId)
+        .first<{ s: string | null }>();
+    expect((await sealedAfter())?.s).toBeNull();
+    expect((await llm(leaseId, "v1/models", { key })).res.status).toBe(401);
+  });
+
+  it("a lease the worker rents for a schedule gets its seal cleared once stopped", async () => {
+    const schedule = await api("/v1/schedules", {
+      method: "POST",
+      json: { name: "nightly-llm-2", cron: "0 2 * * *", lease: { provider: "sim", model: MODEL, max_minutes: 30 } },
+    });
+    const { id: scheduleId } = (await schedule.json()) as { id: string };
+    const leaseId = ((await (await api(`/v1/schedules/${scheduleId}/run`, { method: "POST" })).json()) as Lease).id;
+    const sealed = () =>
+      env.DB.prepare("SELECT inference_key_sealed AS s FROM leases WHERE id = ?")
+        .bind(leaseId)
+        .first<{ s: string | null }>();
+    expect((await sealed())?.s).toMatch(/^v1:/);
+    await driveTo(leaseId, "running", { clock, maxAlarms: 200 });
+    await api(`/v1/leases/${leaseId}/stop`, { method: "POST" });
+    await driveTo(leaseId, "stopped", { clock, maxAlarms: 400 });
+    expect((await sealed())?.s).toBeNull();
+  });
+});
+
+/** Records deliveries by path; the JSON path answers 500 to its first try. */
+class FailingOnceHookSink implements FakeService {
+  readonly received: { path: string; body: string }[] = [];
+  private failedJson = false;
+  handles(url: URL): boolean {
+    return url.hostname === "hooks.example.com";
+  }
+  async handle(request: Request): Promise<Response> {
+    const path = new URL(request.url).pathname;
+    this.received.push({ path, body: await request.text() });
+    if (path === "/json" && !this.failedJson) {
+      this.failedJson = true;
+      return new Response("busy", { status: 500 });
+    }
+    return new Response("ok");
+  }
+}

@@ -512,7 +512,12 @@ describe("teardown with other creates open", () => {
     expect(next.patch).toEqual({});
     expect(next.nextAlarmAt).toBe(at(1021));
     const done = decideTeardown(waiting, next.loop, read("gone"), at(1021), settings, 0);
-    expect(done.patch).toEqual({ status: "stopped", stopped_at: iso(1021), teardown_verified_at: iso(1021) });
+    expect(done.patch).toEqual({
+      status: "stopped",
+      stopped_at: iso(1021),
+      teardown_verified_at: iso(1021),
+      inference_key_sealed: null,
+    });
     expect(done.events.map((e) => e.kind)).toEqual(["stopped"]);
     expect(done.nextAlarmAt).toBeNull();
   });

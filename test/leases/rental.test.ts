@@ -321,6 +321,7 @@ describe("settleRental", () => {
         error: "no offer could be rented",
         stopped_at: iso(12),
         teardown_verified_at: iso(12),
+        inference_key_sealed: null,
         attempts: JSON.stringify([
           { offer_id: "runpod:a", error: "no_capacity: none left" },
           { offer_id: "vast:2", error: "rejected: HTTP 400" },

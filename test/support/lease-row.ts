@@ -53,6 +53,7 @@ export function leaseRow(over: Partial<LeaseRow> = {}): LeaseRow {
     teardown_verified_at: null,
     strays_cost: 0,
     inference_key_hash: null,
+    inference_key_sealed: null,
     billing_starts_at: null,
     ...over,
   };
