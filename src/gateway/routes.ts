@@ -6,6 +6,7 @@ import { getLease, type LeaseRow } from "../leases/ledger";
 import { bearerToken, secretsEqual, sha256Hex } from "../lib/crypto";
 import type { AppEnv, Services } from "../services";
 import { simCloud } from "../sim/cloud";
+import { InjectedUsageFilter, withStreamUsage } from "./stream-usage";
 import { UsageReader, type UsageSample } from "./usage";
 
 /** The routes a key holder may reach on the machine; anything that changes the server's models is not one. */
@@ -103,7 +104,8 @@ async function limit(services: Services, key: string): Promise<void> {
 /**
  * Sends the request on with the caller's credentials dropped, and streams the answer back as it
  * comes (the body is never held); the caller going away aborts the machine's request. An OpenAI
- * stream is asked for its usage (`stream_options.include_usage`) so the tokens can be counted.
+ * stream is asked for its usage (`stream_options.include_usage`) so the tokens can be counted;
+ * the usage chunk reaches only a client that asked for it.
  */
 async function forward(
   send: Fetcher["fetch"],
@@ -115,9 +117,11 @@ async function forward(
   const headers = new Headers(request.headers);
   for (const name of DROPPED) headers.delete(name);
   let body: BodyInit | null = request.body;
+  let filter: InjectedUsageFilter | null = null;
   if (request.method === "POST" && /\/v1\/(chat\/)?completions$/.test(target.split("?")[0] ?? "")) {
-    const text = await request.text();
-    body = withStreamUsage(text);
+    const asked = withStreamUsage(await request.text());
+    body = asked.body;
+    if (asked.injected) filter = new InjectedUsageFilter();
     headers.delete("content-length");
   }
   let upstream: Response;
@@ -134,7 +138,9 @@ async function forward(
     throw new ApiError("provider_error", "the lease's machine did not answer");
   }
   const type = upstream.headers.get("content-type") ?? "";
-  const reader = new UsageReader(type.includes("event-stream") ? "sse" : type.includes("ndjson") ? "ndjson" : "json");
+  const kind = type.includes("event-stream") ? "sse" : type.includes("ndjson") ? "ndjson" : "json";
+  const reader = new UsageReader(kind);
+  if (kind !== "sse") filter = null;
   let firstAt: number | null = null;
   let recorded = false;
   // Once per request, however the body ends: read to its end, the machine failing mid-stream, or
@@ -162,24 +168,33 @@ async function forward(
   let cancelled = false;
   const passed = new ReadableStream<Uint8Array>({
     async pull(controller) {
-      let next: ReadableStreamReadResult<Uint8Array>;
-      try {
-        next = await source.read();
-      } catch (error) {
-        record(request.signal.aborted && upstream.ok);
-        if (!cancelled) controller.error(error);
-        return;
+      // A piece the filter drops whole (the usage chunk) enqueues nothing: read on.
+      for (;;) {
+        let next: ReadableStreamReadResult<Uint8Array>;
+        try {
+          next = await source.read();
+        } catch (error) {
+          record(request.signal.aborted && upstream.ok);
+          if (!cancelled) controller.error(error);
+          return;
+        }
+        // The caller hung up while this read waited: the stream is closed already.
+        if (cancelled) return;
+        if (next.done) {
+          record(upstream.ok);
+          const tail = filter?.end();
+          if (tail) controller.enqueue(tail);
+          controller.close();
+          return;
+        }
+        firstAt ??= Date.now();
+        reader.push(next.value);
+        const out = filter ? filter.push(next.value) : next.value;
+        if (out) {
+          controller.enqueue(out);
+          return;
+        }
       }
-      // The caller hung up while this read waited: the stream is closed already.
-      if (cancelled) return;
-      if (next.done) {
-        record(upstream.ok);
-        controller.close();
-        return;
-      }
-      firstAt ??= Date.now();
-      reader.push(next.value);
-      controller.enqueue(next.value);
     },
     cancel(reason) {
       cancelled = true;
@@ -188,18 +203,4 @@ async function forward(
     },
   });
   return new Response(passed, init);
-}
-
-/** An OpenAI streaming request with `stream_options.include_usage` set (a body that is not JSON passes as it is). */
-function withStreamUsage(text: string): string {
-  try {
-    const parsed = JSON.parse(text) as Record<string, unknown>;
-    if (parsed && typeof parsed === "object" && parsed.stream === true) {
-      const options = (parsed.stream_options as Record<string, unknown> | undefined) ?? {};
-      return JSON.stringify({ ...parsed, stream_options: { ...options, include_usage: true } });
-    }
-  } catch {
-    // Not JSON: the server answers it as it would.
-  }
-  return text;
 }

@@ -52,6 +52,7 @@ export function countsOf(value: unknown): Counted | null {
  */
 export class UsageReader {
   private buffer = "";
+  private truncated = false;
   private counted: Counted | null = null;
   private readonly decoder = new TextDecoder();
 
@@ -60,8 +61,12 @@ export class UsageReader {
   push(chunk: Uint8Array): void {
     this.buffer += this.decoder.decode(chunk, { stream: true });
     if (this.kind === "json") {
-      // A JSON answer is small; it is parsed once whole (bounded: an embedding can be large).
-      if (this.buffer.length > 4_000_000) this.buffer = this.buffer.slice(-4_000_000);
+      // A JSON answer is parsed once whole; a larger one (a batch of embeddings) keeps only its
+      // tail, where both APIs put their counts, and is read from that.
+      if (this.buffer.length > JSON_HELD_CHARS) {
+        this.buffer = this.buffer.slice(-JSON_TAIL_CHARS);
+        this.truncated = true;
+      }
       return;
     }
     const lines = this.buffer.split("\n");
@@ -71,8 +76,10 @@ export class UsageReader {
 
   end(): Counted | null {
     this.buffer += this.decoder.decode();
-    if (this.kind === "json") this.take(this.buffer);
-    else if (this.buffer) this.line(this.buffer);
+    if (this.kind === "json") {
+      if (this.truncated) this.counted = countsInTail(this.buffer);
+      else this.take(this.buffer);
+    } else if (this.buffer) this.line(this.buffer);
     this.buffer = "";
     return this.counted;
   }
@@ -92,6 +99,35 @@ export class UsageReader {
       // Not JSON (a proxy's error page): no counts.
     }
   }
+}
+
+/** A JSON answer up to this many characters is parsed whole. */
+const JSON_HELD_CHARS = 4_000_000;
+/** Of a larger one, this tail is kept: the counts are its last fields. */
+const JSON_TAIL_CHARS = 4_096;
+
+/**
+ * The counts in the tail of a JSON answer too large to hold: the last `"usage": {…}` object
+ * (OpenAI), else Ollama's top-level count fields.
+ */
+function countsInTail(tail: string): Counted | null {
+  const usage = [...tail.matchAll(/"usage"\s*:\s*(\{[^{}]*\})/g)].at(-1)?.[1];
+  if (usage) {
+    try {
+      return countsOf({ usage: JSON.parse(usage) });
+    } catch {
+      // Cut mid-object: try Ollama's fields below.
+    }
+  }
+  const field = (name: string) => {
+    const value = [...tail.matchAll(new RegExp(`"${name}"\\s*:\\s*(\\d+)`, "g"))].at(-1)?.[1];
+    return value === undefined ? undefined : Number(value);
+  };
+  return countsOf({
+    prompt_eval_count: field("prompt_eval_count"),
+    eval_count: field("eval_count"),
+    eval_duration: field("eval_duration"),
+  });
 }
 
 /** Median of a list (0 entries: null). */

@@ -139,6 +139,47 @@ describe("UsageReader: the server's own counts, read as the body passes", () => 
   });
 });
 
+describe("UsageReader: a JSON answer too large to hold whole (a batch of embeddings)", () => {
+  const vectors = Array.from({ length: 700 }, (_, i) => Array.from({ length: 768 }, (_, j) => ((i * j) % 997) / 997));
+
+  it("OpenAI /v1/embeddings over 4 MB: the usage from its tail", () => {
+    const body = JSON.stringify({
+      object: "list",
+      data: vectors.map((embedding, index) => ({ object: "embedding", index, embedding })),
+      model: "nomic-embed-text",
+      usage: { prompt_tokens: 5_600, total_tokens: 5_600 },
+    });
+    expect(body.length).toBeGreaterThan(4_000_000);
+    expect(readAll("json", body, 65_536)).toEqual({
+      prompt_tokens: 5_600,
+      completion_tokens: 0,
+      decode_tokens_per_s: null,
+    });
+  });
+
+  it("Ollama /api/embed over 4 MB: prompt_eval_count from its tail; a quoted field in a string is not one", () => {
+    const body = JSON.stringify({
+      model: "nomic-embed-text",
+      embeddings: vectors,
+      note: 'text with "eval_count": 999 in it',
+      total_duration: 14_143_917,
+      load_duration: 1_019_500,
+      prompt_eval_count: 8_400,
+    });
+    expect(body.length).toBeGreaterThan(4_000_000);
+    expect(readAll("json", body, 65_536)).toEqual({
+      prompt_tokens: 8_400,
+      completion_tokens: 0,
+      decode_tokens_per_s: null,
+    });
+  });
+
+  it("no counts in the tail: none", () => {
+    const body = JSON.stringify({ embeddings: vectors });
+    expect(readAll("json", body, 65_536)).toBeNull();
+  });
+});
+
 describe("countsOf", () => {
   it("takes nothing that is not a count: negative, NaN, strings; no tokens/s without a duration", () => {
     expect(countsOf(null)).toBeNull();
