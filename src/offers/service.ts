@@ -167,10 +167,6 @@ const notConfiguredReason: Record<ProviderName, string> = {
   sim: "the simulated cloud is off (ENABLE_SIM)",
 };
 
-/** Vast.ai's offer search: 10 requests a minute (search_offers.yaml x-rate-limit), for the whole worker. */
-const SEARCH_BUDGETS: Partial<Record<ProviderName, { limit: number; windowMs: number }>> = {
-  vast: { limit: 10, windowMs: 60_000 },
-};
 /** How long a caller waits for another's refresh when there is nothing older to serve. */
 const BUSY_WAIT_MS = 250;
 const BUSY_WAITS = 40;
@@ -200,7 +196,7 @@ async function fetchListing(
       await services.sleep(BUSY_WAIT_MS);
       continue;
     }
-    const budget = SEARCH_BUDGETS[provider.name];
+    const budget = provider.searchBudget;
     if (
       budget &&
       !(await shared.takeCall(`search:${provider.name}`, services.clock(), budget.limit, budget.windowMs))

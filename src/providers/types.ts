@@ -166,6 +166,12 @@ export interface Provider {
   readonly billingStartsAt: "accepted" | "running";
   /** minimum billed minutes per start (VRAMfarm: 15; others 0) */
   readonly minimumBilledMinutes: number;
+  /**
+   * How many offer searches the provider allows in a window, for the whole account (Vast.ai:
+   * 10 a minute); absent: no limit the worker must keep. The offers cache shares it across
+   * every instance of the worker.
+   */
+  readonly searchBudget?: { limit: number; windowMs: number };
   listOffers(query: OfferQuery): Promise<ProviderOffer[]>;
   rent(offer: ProviderOffer, spec: MachineSpec): Promise<RentResult>;
   status(ref: string): Promise<MachineStatus>;

@@ -59,6 +59,9 @@ export interface VastOptions {
 const PAGE_LIMIT = 25;
 /** A listing longer than this is a paging loop, not an account. */
 const MAX_PAGES = 200;
+/** The offer search: 10 requests a minute (search_offers.yaml x-rate-limit, docs/providers.md#vast-rate-limits). */
+const SEARCH_BUDGET = { limit: 10, windowMs: 60_000 };
+
 /** Vast's create endpoint wants 4.5 s between calls and sends no Retry-After (docs/providers.md#vast-rate-limits). */
 const CREATE_RATE_WAIT_MS = 5_000;
 
@@ -193,6 +196,7 @@ export function createVastProvider(options: VastOptions): Provider {
     labelled: true,
     billingStartsAt: "accepted",
     minimumBilledMinutes: 0,
+    searchBudget: SEARCH_BUDGET,
 
     validateSpec: vastSpecProblems,
 

@@ -62,5 +62,8 @@ describe("shared offers cache", () => {
     const held = answers.slice(10).flatMap((a) => a.errors.filter((e) => e.provider === "vast"));
     expect(held).toHaveLength(4);
     expect(held[0]?.error).toMatch(/10 searches a minute/);
+    // The budget is the Vast adapter's own: RunPod, which states none, was asked every time.
+    expect(answers.flatMap((a) => a.errors.filter((e) => e.provider === "runpod"))).toEqual([]);
+    expect(runpod.calls("gpuTypes").length).toBeGreaterThanOrEqual(14);
   });
 });
