@@ -21,7 +21,7 @@ export function maskEnv(value: unknown): unknown {
 export function withoutSecrets(text: string, secrets: readonly (string | null)[]): string {
   let out = text;
   for (const secret of secrets) if (secret && secret.length >= 4) out = out.split(secret).join("[redacted]");
-  return out.replace(/\b(whsec|gl)_[A-Za-z0-9_-]{8,}/g, "[redacted]");
+  return out.replace(/\b(whsec|gl)_[A-Za-z0-9_+/=-]{8,}/g, "[redacted]");
 }
 
 export interface RenderedEvent {

@@ -1,13 +1,18 @@
-import { randomSecret } from "../lib/crypto";
 import { seal, unseal } from "../lib/sealing";
 
 export { SealError } from "../lib/sealing";
 
 const PURPOSE = "webhook secrets v1";
 
-/** A new signing secret, shown to the caller once. */
+/**
+ * A new signing secret, shown to the caller once: `whsec_` and 32 random bytes in standard
+ * base64, the form the Standard Webhooks libraries decode.
+ */
 export function newWebhookSecret(): string {
-  return `whsec_${randomSecret(32)}`;
+  const raw = crypto.getRandomValues(new Uint8Array(32));
+  let binary = "";
+  for (const b of raw) binary += String.fromCharCode(b);
+  return `whsec_${btoa(binary)}`;
 }
 
 /** The worker signs with the secret, so it keeps it sealed (API tokens, by contrast, are hashed). */

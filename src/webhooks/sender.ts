@@ -8,7 +8,7 @@ import { createServices, type Services } from "../services";
 import { jsonBody, maskEnv, type RenderedEvent, slackBody, withoutSecrets } from "./body";
 import { type AttemptOutcome, claimDue, type DueDelivery, freezeEventData, nextDueAt, recordAttempt } from "./outbox";
 import { openSecret } from "./secrets";
-import { signatureHeader } from "./signing";
+import { signatureHeader, standardWebhookHeaders } from "./signing";
 
 /** No answer within this long is a failed try (README § Webhooks: 10 s). */
 export const ATTEMPT_TIMEOUT_MS = 10_000;
@@ -77,6 +77,7 @@ async function attempt(services: Services, delivery: DueDelivery, send: Fetch, n
           "Gpulease-Event": delivery.type,
           "Gpulease-Delivery": delivery.id,
           "Gpulease-Signature": await signatureHeader(secret, body, nowMs),
+          ...(await standardWebhookHeaders(secret, delivery.id, body, nowMs)),
         },
         signal: AbortSignal.timeout(ATTEMPT_TIMEOUT_MS),
         redirect: "manual",

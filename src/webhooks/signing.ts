@@ -20,3 +20,35 @@ export async function signatureHeader(secret: string, body: string, nowMs: numbe
   const t = Math.floor(nowMs / 1000);
   return `t=${t},v1=${await hmacHex(secret, `${t}.${body}`)}`;
 }
+
+/** The key bytes of a `whsec_…` secret: its base64 part decoded (base64url in secrets made by earlier versions). */
+function secretBytes(secret: string): Uint8Array {
+  const text = secret
+    .replace(/^whsec_/, "")
+    .replace(/-/g, "+")
+    .replace(/_/g, "/");
+  return Uint8Array.from(atob(text.padEnd(Math.ceil(text.length / 4) * 4, "=")), (c) => c.charCodeAt(0));
+}
+
+/**
+ * The Standard Webhooks headers (standardwebhooks.com): `webhook-signature: v1,<base64 HMAC-SHA256
+ * of "<id>.<timestamp>.<body>">` keyed with the secret's decoded bytes, so receivers can verify
+ * with the `standardwebhooks` libraries as they are.
+ */
+export async function standardWebhookHeaders(
+  secret: string,
+  deliveryId: string,
+  body: string,
+  nowMs: number,
+): Promise<Record<"webhook-id" | "webhook-timestamp" | "webhook-signature", string>> {
+  const timestamp = String(Math.floor(nowMs / 1000));
+  const key = await crypto.subtle.importKey("raw", secretBytes(secret), { name: "HMAC", hash: "SHA-256" }, false, [
+    "sign",
+  ]);
+  const mac = new Uint8Array(
+    await crypto.subtle.sign("HMAC", key, encoder.encode(`${deliveryId}.${timestamp}.${body}`)),
+  );
+  let binary = "";
+  for (const b of mac) binary += String.fromCharCode(b);
+  return { "webhook-id": deliveryId, "webhook-timestamp": timestamp, "webhook-signature": `v1,${btoa(binary)}` };
+}

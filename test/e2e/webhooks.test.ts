@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, expect, inject, test } from "vitest";
 
 const root = join(import.meta.dirname, "..", "..");
@@ -125,6 +126,15 @@ test("a receiver on loopback gets every event of a lease, signed, retried after 
       expect(verify(hook.secret, String(t.headers["gpulease-signature"]), t.body)).toBe(true);
       expect(verify("whsec_wrong", String(t.headers["gpulease-signature"]), t.body)).toBe(false);
       expect(verify(hook.secret, String(t.headers["gpulease-signature"]), `${t.body} `)).toBe(false);
+      // The Standard Webhooks signature, verified by the standardwebhooks package as a receiver uses it.
+      const standard = {
+        "webhook-id": String(t.headers["webhook-id"]),
+        "webhook-timestamp": String(t.headers["webhook-timestamp"]),
+        "webhook-signature": String(t.headers["webhook-signature"]),
+      };
+      expect(standard["webhook-id"]).toBe(d.id);
+      expect(new Webhook(hook.secret).verify(t.body, standard)).toEqual(JSON.parse(t.body));
+      expect(() => new Webhook(hook.secret).verify(`${t.body} `, standard)).toThrow();
       for (const secret of [hook.secret, adminToken, "hf_e2e_do_not_send"]) expect(t.body).not.toContain(secret);
     }
   }

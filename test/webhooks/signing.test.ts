@@ -1,7 +1,8 @@
+import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { webhookTypesFor } from "../../src/webhooks/events";
 import { newWebhookSecret, openSecret, SealError, sealSecret } from "../../src/webhooks/secrets";
-import { signatureHeader } from "../../src/webhooks/signing";
+import { signatureHeader, standardWebhookHeaders } from "../../src/webhooks/signing";
 
 describe("Gpulease-Signature", () => {
   it("is t=<unix seconds>,v1=<hex HMAC-SHA256 of '<t>.<body>'> keyed with the whole whsec_ string", async () => {
@@ -17,10 +18,46 @@ describe("Gpulease-Signature", () => {
   });
 });
 
+describe("Standard Webhooks headers", () => {
+  const body = JSON.stringify({ id: "evt_1", type: "lease.stopped", data: { lease: { id: "lse_1" } } });
+
+  it("verify with the standardwebhooks package as it is, and fail it for another body, id or secret", async () => {
+    const secret = newWebhookSecret();
+    const now = Date.now();
+    const headers = await standardWebhookHeaders(secret, "dlv_abc", body, now);
+    expect(headers["webhook-id"]).toBe("dlv_abc");
+    expect(headers["webhook-timestamp"]).toBe(String(Math.floor(now / 1000)));
+    expect(headers["webhook-signature"]).toMatch(/^v1,[A-Za-z0-9+/]{43}=$/);
+    expect(new Webhook(secret).verify(body, headers)).toEqual(JSON.parse(body));
+    expect(() => new Webhook(secret).verify(`${body} `, headers)).toThrow();
+    expect(() => new Webhook(secret).verify(body, { ...headers, "webhook-id": "dlv_other" })).toThrow();
+    expect(() => new Webhook(newWebhookSecret()).verify(body, headers)).toThrow();
+  });
+
+  it("match the specification's own example vector", async () => {
+    // standard-webhooks spec: secret, msg_id, timestamp and payload of its README's example.
+    const headers = await standardWebhookHeaders(
+      "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+      "msg_p5jXN8AQM9LWM0D4loKWxJek",
+      '{"test": 2432232314}',
+      1_614_265_330_000,
+    );
+    expect(headers["webhook-signature"]).toBe("v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+  });
+
+  it("a secret of an earlier version (base64url, no padding) still signs, keyed with its decoded bytes", async () => {
+    const standard = btoa(String.fromCharCode(...new Uint8Array(32).fill(0xfb)));
+    expect(standard).toMatch(/[+/].*=$/);
+    const old = `whsec_${standard.replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")}`;
+    const headers = await standardWebhookHeaders(old, "dlv_1", body, Date.now());
+    expect(new Webhook(`whsec_${standard}`).verify(body, headers)).toEqual(JSON.parse(body));
+  });
+});
+
 describe("webhook secrets at rest", () => {
-  it("are whsec_ plus 43 base64url characters, different each time", () => {
+  it("are whsec_ plus 32 random bytes in standard base64, different each time", () => {
     const a = newWebhookSecret();
-    expect(a).toMatch(/^whsec_[A-Za-z0-9_-]{43}$/);
+    expect(a).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     expect(newWebhookSecret()).not.toBe(a);
   });
 
