@@ -28,6 +28,8 @@ const PURE_SUITES = [
   "test/account/spend.test.ts",
   "test/auth/policy.test.ts",
   "test/auth/rate-window.test.ts",
+  "test/cli/patient-fetch.test.ts",
+  "test/gateway/stream-usage.test.ts",
   "test/gateway/usage.test.ts",
   "test/keeper/creates.test.ts",
   "test/keeper/decide.test.ts",

@@ -31,7 +31,45 @@ export function settings() {
 
 /** @param {{ url: string; token: string }} s */
 export function clientFor(s) {
-  return createGpuleaseClient({ baseUrl: s.url, token: s.token, headers: { "User-Agent": "gpulease-cli" } });
+  return createGpuleaseClient({
+    baseUrl: s.url,
+    token: s.token,
+    headers: { "User-Agent": "gpulease-cli" },
+    fetch: patientFetch(fetch, (note) => process.stderr.write(`${note}\n`)),
+  });
+}
+
+/** At most this many waits for one request, so a misconfigured worker cannot hold the CLI forever. */
+const MAX_WAITS = 20;
+
+/**
+ * `fetch` that waits out a 429 for as long as its `Retry-After` says (a note on stderr) and sends
+ * the request again: a refused request was not performed, so repeating it, a rent included, is safe.
+ * @param {typeof fetch} send @param {(note: string) => void} note
+ * @param {(ms: number) => Promise<void>} [sleep]
+ * @returns {typeof fetch}
+ */
+export function patientFetch(send, note, sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))) {
+  return async (input, init) => {
+    const request = new Request(input, init);
+    for (let waits = 0; ; waits++) {
+      const response = await send(request.clone());
+      if (response.status !== 429 || waits >= MAX_WAITS) return response;
+      const seconds = retryAfterSeconds(response.headers.get("retry-after"));
+      await response.body?.cancel();
+      note(`rate limited by the worker: waiting ${seconds} s (Retry-After), then going on`);
+      await sleep(seconds * 1000);
+    }
+  };
+}
+
+/** Retry-After in whole seconds (delta or HTTP date); 1 when it is missing or unreadable. @param {string | null} value */
+function retryAfterSeconds(value) {
+  if (!value) return 1;
+  const delta = Number(value);
+  if (Number.isFinite(delta)) return Math.max(1, Math.ceil(delta));
+  const at = Date.parse(value);
+  return Number.isFinite(at) ? Math.max(1, Math.ceil((at - Date.now()) / 1000)) : 1;
 }
 
 /**

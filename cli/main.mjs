@@ -71,6 +71,20 @@ function leaseBody(o) {
   );
 }
 
+/**
+ * How a lease ended, for a morning look: its stop reason and whether the teardown was verified
+ * (a stopping lease whose machine is not yet confirmed gone says so in red).
+ * @param {import("../client/index.d.mts").Lease} lease
+ */
+function ending(lease) {
+  if (lease.status === "stopped") {
+    const verified = lease.teardown_verified_at ? pc.green("verified") : pc.red("NOT VERIFIED");
+    return `${lease.stop_reason ?? "stopped"} · ${verified}`;
+  }
+  if (lease.status === "stopping") return `${lease.stop_reason ?? "stopping"} · ${pc.yellow("not yet verified")}`;
+  return "";
+}
+
 /** @param {import("../client/index.d.mts").Lease} lease */
 function leaseSummary(lease) {
   const rows = [
@@ -83,6 +97,16 @@ function leaseSummary(lease) {
     ["cost", money(lease.cost, lease.currency)],
     ["model", lease.model && `${lease.model.name}${lease.model.loaded_at ? " (loaded)" : ""}`],
     ["caps", `${lease.max_minutes} min${lease.max_cost ? `, ${lease.max_cost} USD` : ""}`],
+    ["image", lease.spec.image],
+    ["cmd", lease.spec.cmd],
+    ["ports", lease.spec.ports.join(" ")],
+    ["disk", lease.spec.disk_gb ? `${lease.spec.disk_gb} GB` : null],
+    [
+      "env",
+      Object.keys(lease.spec.env)
+        .map((key) => `${key}=***`)
+        .join(" "),
+    ],
     ["urls", (lease.access?.urls ?? []).join(" ")],
     ["openai", lease.access?.openai_base_url ?? null],
     [
@@ -184,8 +208,10 @@ export function buildProgram() {
         l.price_per_hour,
         l.cost,
         l.created_at.slice(0, 19).replace("T", " "),
+        ...(o.all ? [ending(l)] : []),
       ]);
-      console.log(table(["ID", "NAME", "STATUS", "GPU", "PROVIDER", "PER_HOUR", "COST", "CREATED"], rows));
+      const header = ["ID", "NAME", "STATUS", "GPU", "PROVIDER", "PER_HOUR", "COST", "CREATED"];
+      console.log(table(o.all ? [...header, "ENDED"] : header, rows));
     });
 
   program

@@ -332,6 +332,7 @@ export interface components {
       stopped_at: string | null;
       teardown_verified_at: string | null;
       model: components["schemas"]["LeaseModel"];
+      spec: components["schemas"]["LeaseSpec"];
       usage: components["schemas"]["LeaseUsage"];
       /** @description every create sent for this lease, with its resolution; never stopped while one is unresolved */
       creates: components["schemas"]["LeaseCreate"][];
@@ -352,6 +353,37 @@ export interface components {
       /** @description when a one-token generation of the model first answered */
       loaded_at: string | null;
     }) | null;
+    LeaseSpec: {
+      /** @enum {string} */
+      template: "ollama" | "custom";
+      /** @example ghcr.io/you/batch:2026-11-12 */
+      image: string | null;
+      /** @example python /app/run.py */
+      cmd: string | null;
+      /**
+       * @example [
+       *   8000
+       * ]
+       */
+      ports: number[];
+      /** @example 60 */
+      disk_gb: number;
+      /**
+       * @example {
+       *   "HF_TOKEN": "***"
+       * }
+       */
+      env: {
+        [key: string]: "***";
+      };
+      /**
+       * @description a model lease's model reference
+       * @example null
+       */
+      model: string | null;
+      /** @example null */
+      context_length: number | null;
+    };
     /** @description requests through the LLM gateway (GET /v1/leases/{id}); null before the first, or in lists */
     LeaseUsage: ({
       requests: number;

@@ -84,7 +84,7 @@ export const LeaseRowSchema = z.object({
 });
 export type LeaseRow = z.infer<typeof LeaseRowSchema>;
 
-/** The row as the API shows it, with its create records: no spec, hashes, keys or token ids. */
+/** The row as the API shows it, with its create records: what was asked (env values masked), no hashes, keys or token ids. */
 export function toLease(row: LeaseRow, creates: readonly CreateRecord[], usage: LeaseUsage | null = null): Lease {
   return {
     id: row.id,
@@ -119,6 +119,16 @@ export function toLease(row: LeaseRow, creates: readonly CreateRecord[], usage: 
     stopped_at: row.stopped_at,
     teardown_verified_at: row.teardown_verified_at,
     model: row.spec.model,
+    spec: {
+      template: row.template,
+      image: row.spec.image,
+      cmd: row.spec.cmd,
+      ports: row.spec.ports,
+      disk_gb: row.spec.disk_gb,
+      env: Object.fromEntries(Object.keys(row.spec.env).map((key) => [key, "***" as const])),
+      model: row.spec.model?.name ?? null,
+      context_length: row.spec.context_length,
+    },
     usage,
     creates: creates.map(toCreateView),
   };

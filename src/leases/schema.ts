@@ -110,6 +110,20 @@ export const LeaseModelSchema = z
   })
   .openapi("LeaseModel");
 
+/** What the lease asked for, as the API shows it: `env` values are write-only ("***"). */
+export const LeaseSpecViewSchema = z
+  .object({
+    template: TemplateSchema,
+    image: z.string().nullable().openapi({ example: "ghcr.io/you/batch:2026-11-12" }),
+    cmd: z.string().nullable().openapi({ example: "python /app/run.py" }),
+    ports: z.array(z.number().int()).openapi({ example: [8000] }),
+    disk_gb: z.number().int().openapi({ example: 60 }),
+    env: z.record(z.string(), z.literal("***")).openapi({ example: { HF_TOKEN: "***" } }),
+    model: z.string().nullable().openapi({ description: "a model lease's model reference", example: null }),
+    context_length: z.number().int().nullable().openapi({ example: null }),
+  })
+  .openapi("LeaseSpec");
+
 /** The lease object of the API. Money is in `currency`, except max_cost and expected_cost (USD). */
 export const LeaseSchema = z
   .object({
@@ -150,6 +164,7 @@ export const LeaseSchema = z
     stopped_at: z.string().nullable(),
     teardown_verified_at: z.string().nullable(),
     model: LeaseModelSchema.nullable().openapi({ description: "the model of a model lease; null otherwise" }),
+    spec: LeaseSpecViewSchema,
     usage: LeaseUsageSchema.nullable().openapi({
       description: "requests through the LLM gateway (GET /v1/leases/{id}); null before the first, or in lists",
     }),

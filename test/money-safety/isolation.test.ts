@@ -50,6 +50,40 @@ describe("env values are write-only", () => {
   });
 });
 
+describe("a lease shows what was asked", () => {
+  it("spec: template, image, cmd, ports, disk and env keys with '***' in the answer, GET and the list", async () => {
+    const body = { ...SIM_LEASE, cmd: "python /app/run.py --fast", ports: [8000], disk_gb: 60 };
+    const rented = await api("/v1/leases", {
+      method: "POST",
+      json: { ...body, env: { HF_TOKEN: "hf_supersecret_value", MODE: "nightly" } },
+    });
+    const rentedText = await rented.text();
+    expect(rented.status).toBe(202);
+    const id = (JSON.parse(rentedText) as { id: string }).id;
+    const reader = await issueToken(["read"]);
+    const texts = [
+      rentedText,
+      await (await api(`/v1/leases/${id}`, { token: reader.token })).text(),
+      await (await api("/v1/leases?limit=5", { token: reader.token })).text(),
+    ];
+    for (const text of texts) {
+      expect(text).not.toContain("hf_supersecret_value");
+      expect(text).not.toContain("nightly");
+    }
+    const lease = JSON.parse(texts[1]!) as { spec: unknown };
+    expect(lease.spec).toEqual({
+      template: "custom",
+      image: "x/y:1",
+      cmd: "python /app/run.py --fast",
+      ports: [8000],
+      disk_gb: 60,
+      env: { HF_TOKEN: "***", MODE: "***" },
+      model: null,
+      context_length: null,
+    });
+  });
+});
+
 describe("Idempotency-Key is scoped per token", () => {
   it("the same key from two tokens names two rentals; neither reads the other's lease", async () => {
     const a = await issueToken(["read", "rent", "stop"], "a");
