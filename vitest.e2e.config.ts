@@ -8,7 +8,7 @@ export default defineConfig({
     include: ["test/e2e/**/*.test.ts"],
     environment: "node",
     globalSetup: ["./test/e2e/global-setup.ts"],
-    maxWorkers: 3,
+    maxWorkers: 4,
     testTimeout: 60_000,
     hookTimeout: 120_000,
   },

@@ -1,4 +1,6 @@
 import { execFile, spawn } from "node:child_process";
+import { createServer, request as httpRequest } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { beforeAll, describe, expect, inject, test } from "vitest";
@@ -34,13 +36,51 @@ async function ok(args: string[]): Promise<Run> {
   return run;
 }
 
-beforeAll(async () => {
-  await fetch(`${base}/v1/sim/config`, {
+/** The sim's boot in this suite: a real provider's takes minutes, and the CLI must live through it. */
+const BOOT_SECONDS = 180;
+
+async function simConfig(config: Record<string, number>): Promise<void> {
+  const res = await fetch(`${base}/v1/sim/config`, {
     method: "PUT",
     headers: { Authorization: `Bearer ${adminToken}`, "Content-Type": "application/json" },
-    // Ollama answers a few seconds after the machine runs, so each phase is seen by a 1 s poll.
-    body: JSON.stringify({ boot_seconds: 2, ready_seconds: 4, linger_seconds: 1 }),
+    body: JSON.stringify(config),
   });
+  expect(res.status).toBe(200);
+}
+
+/**
+ * A pass-through proxy in front of the worker that notes when each request of the CLI's arrived
+ * (event streams pass through as they come), so the suite can count them per minute.
+ */
+async function countingProxy(): Promise<{ url: string; requests: { at: number; path: string }[]; close(): void }> {
+  const requests: { at: number; path: string }[] = [];
+  const target = new URL(base);
+  const server = createServer((req, res) => {
+    requests.push({ at: Date.now(), path: `${req.method} ${req.url}` });
+    const upstream = httpRequest(
+      { host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    upstream.on("error", () => res.destroy());
+    req.pipe(upstream);
+    res.on("close", () => upstream.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, requests, close: () => server.close() };
+}
+
+/** The most requests in any 60 s window. */
+function busiestMinute(times: number[]): number {
+  return Math.max(0, ...times.map((start) => times.filter((t) => t >= start && t < start + 60_000).length));
+}
+
+beforeAll(async () => {
+  // Ollama answers a few seconds after the machine runs.
+  await simConfig({ boot_seconds: BOOT_SECONDS, ready_seconds: 4, linger_seconds: 1 });
 });
 
 describe("gpulease", () => {
@@ -62,8 +102,40 @@ describe("gpulease", () => {
     expect(json.offers[0]).toMatchObject({ provider: "sim", gpu: expect.stringContaining("4090") });
   });
 
-  test("rent --follow shows booting → waiting for Ollama → running, then the access URLs; ls, show, events, stop", async () => {
-    const rent = await ok(["rent", "--provider", "sim", "--gpu", "4090", "--max-minutes", "2", "--follow"]);
+  test("rent --follow lives through a 3-minute boot at the default limits, waits out a 429, then ls, show, events, stop", async () => {
+    const proxy = await countingProxy();
+    const started = Date.now();
+    const renting = gpulease(["rent", "--provider", "sim", "--gpu", "4090", "--max-minutes", "5", "--follow"], {
+      GPULEASE_URL: proxy.url,
+    });
+    // Meanwhile the same token spends its minute's 60 requests elsewhere: the CLI meets 429s.
+    await new Promise((resolve) => setTimeout(resolve, 20_000));
+    const spent = [];
+    for (let i = 0; i < 120; i++) {
+      const res = await fetch(`${base}/v1/offers?provider=sim`, { headers: { Authorization: `Bearer ${adminToken}` } });
+      spent.push(res.status);
+      await res.body?.cancel();
+      if (res.status === 429) break;
+    }
+    console.log(`the token's own requests: ${spent.filter((c) => c === 200).length} admitted before the first 429`);
+    expect(spent).toContain(429);
+    const waited = await gpulease(["ls", "--json"]);
+    expect(waited.code).toBe(0);
+    expect(waited.stderr).toMatch(/rate limited by the worker: waiting \d+ s \(Retry-After\), then going on/);
+    expect(JSON.parse(waited.stdout)).toHaveProperty("leases");
+
+    const rent = await renting;
+    proxy.close();
+    if (rent.code !== 0) throw new Error(`rent --follow exited ${rent.code}: ${rent.stderr}`);
+    const minutes = (Date.now() - started) / 60_000;
+    const times = proxy.requests.map((r) => r.at);
+    const busiest = busiestMinute(times);
+    console.log(
+      `rent --follow over a ${BOOT_SECONDS} s sim boot: ${times.length} requests in ${minutes.toFixed(1)} min, ` +
+        `at most ${busiest} in any minute (${proxy.requests.map((r) => r.path.split("?")[0]).join(", ")})`,
+    );
+    expect(minutes).toBeGreaterThan(BOOT_SECONDS / 60);
+    expect(busiest).toBeLessThanOrEqual(10);
     expect(rent.stderr).toMatch(/booting · \d+:\d\d · [\d.]+ USD so far/);
     expect(rent.stderr).toMatch(/waiting for Ollama/);
     expect(rent.stderr).toMatch(/running · \d+:\d\d to start/);
@@ -95,10 +167,12 @@ describe("gpulease", () => {
     expect(kinds).toContain("stop_requested");
     expect(kinds[kinds.length - 1]).toBe("stopped");
     expect(JSON.parse((await ok(["stop", id, "--json"])).stdout)).toEqual({ ok: true, already: true });
-    expect((await ok(["ls", "--all"])).stdout).toMatch(new RegExp(`${id}\\s.*stopped`));
-  }, 120_000);
+    const all = (await ok(["ls", "--all"])).stdout;
+    expect(all.split("\n")[0]).toMatch(/\sENDED$/);
+    expect(all).toMatch(new RegExp(`${id}\\s.*stopped\\s.*requested · verified`));
+  }, 360_000);
 
-  test("schedules add, ls, run, rm and account", async () => {
+  test("schedules add, ls, run, rm and account", { timeout: 180_000 }, async () => {
     const added = JSON.parse(
       (
         await ok([

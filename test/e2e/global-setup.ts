@@ -7,9 +7,10 @@ import { freePort, startWorker } from "../../scripts/lib/local-worker.mjs";
 /**
  * One local worker per suite that rents or stops leases (the CLI's stop-all stops every lease of
  * its worker), so the suites run side by side without seeing each other's leases. The short
- * read-only suites (health, openapi) use the CLI's.
+ * read-only suites (health, openapi) use the CLI's; the README's own "Try it" block gets one
+ * of its own (it stops everything at its end).
  */
-export const SUITES = ["cli", "dashboard", "webhooks", "model", "gateway"] as const;
+export const SUITES = ["cli", "dashboard", "webhooks", "model", "gateway", "readme"] as const;
 export type Suite = (typeof SUITES)[number];
 
 export interface LocalWorker {
@@ -30,13 +31,11 @@ declare module "vitest" {
 interface SuiteOptions {
   port?: number;
   vars: string[];
-  liftRateLimits: boolean;
 }
 
 /**
  * A model suite's worker (model, gateway) sizes models from, and its sim machines pull from, the
- * registry fake on loopback; it answers at its own port (the sim's Ollama URLs name PUBLIC_URL)
- * and keeps the default rate limits, as a real client meets them. The gateway suite has a worker
+ * registry fake on loopback; it answers at its own port (the sim's Ollama URLs name PUBLIC_URL). The gateway suite has a worker
  * of its own: the model suite finds its CLI-rented lease by model name among its worker's leases,
  * and both set the worker-wide sim config.
  */
@@ -44,7 +43,6 @@ async function modelSuite(registryUrl: string): Promise<SuiteOptions> {
   const port = (await freePort()) as number;
   return {
     port,
-    liftRateLimits: false,
     vars: ["--var", `OLLAMA_REGISTRY_URL:${registryUrl}`, "--var", `PUBLIC_URL:http://127.0.0.1:${port}`],
   };
 }
@@ -55,12 +53,12 @@ export default async function setup(project: TestProject) {
   const models = { model: await modelSuite(registry.url), gateway: await modelSuite(registry.url) };
   const started = await Promise.all(
     SUITES.map((suite) => {
-      const options: SuiteOptions =
-        suite === "model" || suite === "gateway" ? models[suite] : { vars: [], liftRateLimits: true };
+      const options: SuiteOptions = suite === "model" || suite === "gateway" ? models[suite] : { vars: [] };
       return startWorker({
         sim: true,
         port: options.port,
-        liftRateLimits: options.liftRateLimits,
+        // Every suite meets the default rate limits (60 requests, 10 rentals a minute), as a user does.
+        liftRateLimits: false,
         vars: [
           "--var",
           "MAX_ACTIVE_LEASES:50",
