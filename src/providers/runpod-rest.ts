@@ -66,6 +66,13 @@ const POD_PAGE_LIMIT = 1000;
  */
 export const POD_PAGES_PER_CALL = 10;
 
+/**
+ * How long one create may wait out RunPod's 429s (`Retry-After`, seconds: "back off using
+ * Retry-After, then resume"; the document's example window is 12 s). Below the rent's own
+ * deadline (`RENT_DEADLINE_MS`, 15 s), so a burst delays the rental instead of failing the offer.
+ */
+export const CREATE_RATE_LIMIT_WAIT_MS = 12_000;
+
 /** What a refused listing cursor (expired, unknown) can come back as, with RunPod's problem body. */
 const CURSOR_REFUSALS = new Set([400, 404, 410, 422]);
 
@@ -189,16 +196,18 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
     if (!parsed) return { ok: false, kind: "rejected", error: `not a RunPod offer: ${offer.offer_id}` };
     let response: HttpResponse;
     try {
-      // Never repeated blindly: a create that failed in transit may have made a pod.
+      // Never repeated blindly: a create that failed in transit may have made a pod. A 429 was
+      // refused before anything was made: it is sent again after Retry-After, within the budget.
       response = await http.send({
         method: "POST",
         url: url("/v2/pods"),
         body: createBody(parsed, spec),
         retry: false,
+        rateLimitWaitMs: CREATE_RATE_LIMIT_WAIT_MS,
       });
     } catch (cause) {
       if (!(cause instanceof ProviderError)) throw cause;
-      // A 429 is refused at the door; a timeout, network failure or 5xx may hide a pod.
+      // A 429 that outlasted the budget made nothing; a timeout, network failure or 5xx may hide a pod.
       return { ok: false, kind: cause.kind === "rate_limited" ? "rejected" : "ambiguous", error: cause.message };
     }
     if (response.status === 201 || response.status === 200) {

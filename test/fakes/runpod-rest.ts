@@ -9,6 +9,7 @@ import {
   podId,
   type RecordedRunpodRequest,
   type RunpodFake,
+  type RunpodFault,
   type RunpodOperation,
 } from "./runpod";
 
@@ -30,6 +31,7 @@ const PROBLEM_TITLES: Record<number, string> = {
   404: "Not Found",
   409: "Conflict",
   422: "Unprocessable Entity",
+  429: "Too Many Requests",
   500: "Internal Server Error",
 };
 
@@ -38,6 +40,24 @@ export function problem(status: number, detail: string, errors?: string[]): Resp
     JSON.stringify({ title: PROBLEM_TITLES[status] ?? "Error", status, detail, ...(errors ? { errors } : {}) }),
     { status, headers: { "Content-Type": "application/problem+json" } },
   );
+}
+
+/**
+ * RunPod's `TooManyRequestsError`: a problem+json 429 with `Retry-After` in seconds for the
+ * exceeded window (the OpenAPI example is 12), refused before anything was made. A fault, so it
+ * can stand in front of any operation (`fake.fault("deploy", tooManyRequests(2), 2)`).
+ */
+export function tooManyRequests(retryAfterS: number): RunpodFault {
+  return {
+    kind: "status",
+    status: 429,
+    body: JSON.stringify({
+      title: "Too Many Requests",
+      status: 429,
+      detail: "rate limit exceeded; retry after the window resets",
+    }),
+    headers: { "Content-Type": "application/problem+json", "Retry-After": String(retryAfterS) },
+  };
 }
 
 const ROUTES: { method: string; path: RegExp; operation: RunpodOperation }[] = [
