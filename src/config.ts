@@ -49,7 +49,11 @@ const varsSchema = z.object({
     .trim()
     .pipe(z.enum(["rest", "graphql"]))
     .default("rest"),
-  RUNPOD_API_URL: httpUrl.default("https://api.runpod.io"),
+  // Paths are built as /v2/...: the base RunPod's docs name (https://api.runpod.io/v2) doubles the
+  // prefix, and every call then meets an unknown route's 404 (docs/providers.md#runpod-rest-v2).
+  RUNPOD_API_URL: httpUrl
+    .refine((v) => !/\/v2$/i.test(v), "the base without /v2 (paths are /v2/...), e.g. https://api.runpod.io")
+    .default("https://api.runpod.io"),
   MIN_CUDA_VERSION: z
     .string()
     .trim()

@@ -19,6 +19,7 @@ import {
   type CatalogGpu,
   CatalogSchema,
   isNoCapacityDetail,
+  isPodNotFound,
   PodListSchema,
   problemOf,
   type RestPod,
@@ -92,8 +93,7 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
   const fetchImpl = options.fetch ?? ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init));
   const url = (path: string) => `${options.baseUrl}${path}`;
   const proxyUrl = (podId: string, port: number) => podProxyUrl(options.proxyTemplate, podId, port);
-  const problem = (response: HttpResponse) =>
-    problemOf(response.status, response.headers.get("content-type"), response.json);
+  const problem = (response: HttpResponse) => problemOf(response.status, response.json);
 
   /** Any status but `ok` throws: a problem+json detail when RunPod sent one, else its raw text. */
   function expect(response: HttpResponse, ok: number, what: string): void {
@@ -238,9 +238,9 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
 
   async function status(ref: string): Promise<MachineStatus> {
     const response = await http.send({ method: "GET", url: url(`/v2/pods/${encodeURIComponent(ref)}`) });
-    // Gone only on RunPod's own word: a 404 with its problem+json body. An HTML 404 (a proxy, a
-    // wrong base URL) throws below: in doubt the pod still runs and bills.
-    if (response.status === 404 && problem(response)) return goneStatus();
+    // Gone only on RunPod's own word: a 404 whose problem body says "pod not found". An HTML 404
+    // (a proxy) or an unknown route's 404 (a wrong base URL) throws below: in doubt the pod bills.
+    if (isPodNotFound(response.status, response.json)) return goneStatus();
     expect(response, 200, "pod status");
     const pod = http.parse(response, RestPodSchema, "pod status");
     const state = restStateOf(pod);
@@ -258,8 +258,8 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
   async function terminate(ref: string): Promise<void> {
     const response = await http.send({ method: "DELETE", url: url(`/v2/pods/${encodeURIComponent(ref)}`) });
     if (response.status === 204 || response.status === 200) return;
-    // Already gone is success, but only with RunPod's own 404 body; a locked pod (409) is not gone.
-    if (response.status === 404 && problem(response)) return;
+    // Already gone is success, but only with RunPod's own "pod not found"; a locked pod (409) is not gone.
+    if (isPodNotFound(response.status, response.json)) return;
     expect(response, 204, "terminate pod");
   }
 

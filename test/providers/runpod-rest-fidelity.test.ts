@@ -1,4 +1,7 @@
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import worker from "../../src/index";
 import { RENT_DEADLINE_MS } from "../../src/leases/create";
 import { ProviderError } from "../../src/providers/http";
 import {
@@ -10,6 +13,7 @@ import type { MachineSpec } from "../../src/providers/types";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RUNPOD_FAKE_KEY, RunpodFake } from "../fakes/runpod";
 import { tooManyRequests } from "../fakes/runpod-rest";
+import { ADMIN_TOKEN } from "../helpers";
 import { ollamaSpec, runpodOffer } from "../support/provider-fixtures";
 
 // RunPod REST v2 as the live service and runpodctl behave: docs/providers.md#runpod-rest-v2.
@@ -104,5 +108,49 @@ describe("429 is back off and resume (docs/providers.md#runpod-rate-limits)", ()
     await expect(runpod().terminate(ref)).rejects.toMatchObject({ kind: "rate_limited" });
     expect(sleeps).toEqual([]);
     expect(fake.model.list()).toHaveLength(1);
+  });
+});
+
+describe("gone only on RunPod's own not found (docs/providers.md#teardown-evidence)", () => {
+  it("the fake answers an unknown route with a 404 problem body, as RunPod does", async () => {
+    const res = await fetch("http://runpod.fake/v2/v2/pods/abc", {
+      headers: { Authorization: `Bearer ${RUNPOD_FAKE_KEY}`, "User-Agent": "t" },
+    });
+    expect(res.status).toBe(404);
+    expect(await res.json()).toMatchObject({ status: 404, title: "Not Found" });
+  });
+
+  it("a base URL ending in /v2 meets unknown routes: a live pod is a failed read, never gone", async () => {
+    const ref = await rentOne();
+    const doubled = runpod({ baseUrl: "http://runpod.fake/v2" });
+    await expect(doubled.status(ref)).rejects.toBeInstanceOf(ProviderError);
+    await expect(doubled.terminate(ref)).rejects.toBeInstanceOf(ProviderError);
+    expect(fake.model.list().map((m) => m.id)).toEqual([ref]);
+  });
+
+  it("RunPod's pod-not-found body is gone even without the problem+json content type", async () => {
+    const ref = await rentOne();
+    fake.removePod(ref);
+    const notFound = JSON.stringify({ detail: "pod not found", status: 404, title: "Not Found" });
+    fake.fault("pod", { kind: "status", status: 404, body: notFound, headers: { "Content-Type": "application/json" } });
+    expect((await runpod().status(ref)).state).toBe("gone");
+    fake.fault("terminate", { kind: "status", status: 404, body: notFound, headers: { "Content-Type": "text/plain" } });
+    await expect(runpod().terminate(ref)).resolves.toBeUndefined();
+  });
+
+  it("RUNPOD_API_URL ending in /v2 is config_invalid, named on /health", async () => {
+    const ctx = createExecutionContext();
+    const res = await worker.fetch(
+      new Request("http://gpulease.test/health", {
+        headers: { Authorization: `Bearer ${ADMIN_TOKEN}` },
+      }) as Request<unknown, IncomingRequestCfProperties>,
+      { ...env, RUNPOD_API_URL: "https://api.runpod.io/v2" } as Env,
+      ctx,
+    );
+    await waitOnExecutionContext(ctx);
+    expect(res.status).toBe(503);
+    const body = (await res.json()) as { code: string; error: string };
+    expect(body.code).toBe("config_invalid");
+    expect(body.error).toContain("RUNPOD_API_URL");
   });
 });
