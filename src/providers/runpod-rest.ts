@@ -47,6 +47,12 @@ export interface RunpodRestOptions {
   proxyTemplate: string;
   /** MIN_CUDA_VERSION, "major.minor" */
   minCudaVersion: string;
+  /**
+   * RUNPOD_REST_COMMAND_FIELDS: `cmd` sends `cmd`/`entrypoint` arrays (the newest runpodctl,
+   * `internal/api/podcreate_v2.go`); `args` one `args` string (the kept document, runpodctl's
+   * `internal/api/pods_v2.go`). RunPod refuses the form it does not take with a 422.
+   */
+  commandFields?: "cmd" | "args";
   /** the balance: REST v2 has no balance endpoint, so it still comes from GraphQL while that lives */
   balance: () => Promise<Balance>;
   fetch?: typeof fetch;
@@ -177,10 +183,7 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
     return {
       name: spec.label,
       image: spec.image,
-      // args replaces the image CMD; omitted keeps the image default (Ollama's `serve`).
-      ...(spec.template === "custom" && spec.cmd ? { args: `bash -c ${shellQuote(spec.cmd)}` } : {}),
-      // A model lease's container pulls its model itself: the newest runpodctl's `entrypoint`/`cmd`.
-      ...(pullsModel(spec) ? { entrypoint: OLLAMA_START_ENTRYPOINT, cmd: [OLLAMA_START_SCRIPT] } : {}),
+      ...commandOf(spec, options.commandFields ?? "cmd"),
       disk: Math.max(25, spec.disk_gb),
       env: podEnv(spec),
       ports,
@@ -354,6 +357,23 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
     // The proxy answers 502 until Ollama listens, and a RUNNING pod may not be ready for minutes.
     ollamaProbe: (ref, _status, model) => probeOllama(proxyUrl(ref, OLLAMA_PORT), model, fetchImpl),
   };
+}
+
+/**
+ * The container command of a create, in the form RunPod is set to take. Nothing is sent for an
+ * image that runs as built (Ollama's own `serve`). A custom command replaces the image CMD, as
+ * `bash -c`; a model lease's container runs the start script under `/bin/sh -c` so it pulls its
+ * model itself. One `args` string cannot replace an ENTRYPOINT, so that form carries the
+ * `{"cmd": [...], "entrypoint": [...]}` JSON that RunPod's backend decodes from a docker-args
+ * string (runpodctl `internal/api/podcreate_v2.go` `ParseDockerArgs`).
+ */
+function commandOf(spec: MachineSpec, fields: "cmd" | "args"): Record<string, unknown> {
+  if (pullsModel(spec)) {
+    const start = { entrypoint: OLLAMA_START_ENTRYPOINT, cmd: [OLLAMA_START_SCRIPT] };
+    return fields === "cmd" ? start : { args: JSON.stringify({ cmd: start.cmd, entrypoint: start.entrypoint }) };
+  }
+  if (spec.template !== "custom" || !spec.cmd) return {};
+  return fields === "cmd" ? { cmd: ["bash", "-c", spec.cmd] } : { args: `bash -c ${shellQuote(spec.cmd)}` };
 }
 
 /**

@@ -16,7 +16,7 @@ import {
 /*
  * RunPod REST v2 (`/v2/...` on the fake's host), as RunPod's OpenAPI document describes it
  * (docs/runpod-rest-v2.openapi.json) and docs/providers.md#runpod-rest-v2 records: problem+json
- * errors, create bodies checked against `CreatePodRequest` (unknown fields are a 400), no
+ * errors, create bodies checked against `CreatePodRequest` (unknown fields are a 422), no
  * capacity as a 400 with RunPod's recorded detail text, `status: "RUNNING"` from creation while
  * `runtime` is still null, `cost` 0.0 once a pod stops, 404 problem+json for a deleted pod, 409
  * for a locked one, `GET /v2/pods` in pages of `podsPageSize` behind a cursor. It shares the
@@ -183,15 +183,20 @@ async function create(fake: RunpodFake, request: Request): Promise<Response> {
   } catch {
     return problem(400, "request body is not valid JSON");
   }
-  // The newest runpodctl (internal/api/podcreate_v2.go) sends `entrypoint` and `cmd` arrays,
-  // which the live API takes though the kept document does not list them; the rest is checked
-  // against the document (CreatePodRequest has unevaluatedProperties: false).
+  // Which command form RunPod takes is set by `restCommandFields`: `cmd` and `entrypoint` arrays
+  // (the newest runpodctl, internal/api/podcreate_v2.go), or the document's one `args` string.
+  // The other form, like any field the contract does not name, is a 422 ("a leftover v1 field is
+  // a 422"); the rest is checked against the document (unevaluatedProperties: false).
   const { entrypoint, cmd, ...documented } = (body ?? {}) as Record<string, unknown>;
+  const arraysForm = fake.quirks.restCommandFields === "cmd";
+  if (arraysForm && "args" in documented) return problem(422, "Request validation failed.", ["$.args: unknown field"]);
+  if (!arraysForm && (entrypoint !== undefined || cmd !== undefined))
+    return problem(422, "Request validation failed.", ["$.cmd, $.entrypoint: unknown field"]);
   const stringArray = (v: unknown) => v === undefined || (Array.isArray(v) && v.every((s) => typeof s === "string"));
   if (!stringArray(entrypoint) || !stringArray(cmd))
-    return problem(400, "request could not be processed", ["$.entrypoint and $.cmd: arrays of strings"]);
+    return problem(422, "Request validation failed.", ["$.entrypoint and $.cmd: arrays of strings"]);
   const problems = checkRunpodSchema("CreatePodRequest", documented);
-  if (problems.length > 0) return problem(400, "request could not be processed", problems);
+  if (problems.length > 0) return problem(422, "Request validation failed.", problems);
   const input = body as {
     name: string;
     image: string;
@@ -237,6 +242,8 @@ async function create(fake: RunpodFake, request: Request): Promise<Response> {
       env: Object.entries(input.env ?? {}).map(([k, v]) => `${k}=${v}`),
       ports: (input.ports ?? []).join(","),
       dockerArgs: input.args ?? "",
+      cmd: input.cmd ?? [],
+      entrypoint: input.entrypoint ?? [],
       cloudType: cloud,
       dataCenterId: dataCenter,
       gpuDisplayName: type.displayName,
@@ -430,6 +437,8 @@ export function restPod(fake: RunpodFake, m: ModelMachine): Record<string, unkno
     actions: stopped ? ["start", "terminate"] : ["stop", "restart", "terminate"],
     image: meta.imageName,
     args: meta.dockerArgs ?? "",
+    // Read back as the newest runpodctl's v2Pod does (internal/api/pods_v2.go).
+    ...(fake.quirks.restCommandFields === "cmd" ? { cmd: meta.cmd ?? [], entrypoint: meta.entrypoint ?? [] } : {}),
     disk: meta.containerDiskInGb,
     mounts: {},
     ports: parsePorts(meta.ports as string).map((p) => `${p.port}/${p.type}`),

@@ -96,6 +96,11 @@ export interface RunpodQuirks {
   podsPageSize: number;
   /** REST v2: a listing `cursor` older than this is refused like an unknown one; null: never expires */
   podsCursorTtlMs: number | null;
+  /**
+   * REST v2: the create's command form RunPod takes, `cmd` (`cmd`/`entrypoint` arrays, the newest
+   * runpodctl) or `args` (one string, the kept document); the other is a 422.
+   */
+  restCommandFields: "cmd" | "args";
 }
 
 export const defaultRunpodQuirks = (): RunpodQuirks => ({
@@ -121,6 +126,7 @@ export const defaultRunpodQuirks = (): RunpodQuirks => ({
   billingFactor: 1,
   podsPageSize: 1,
   podsCursorTtlMs: null,
+  restCommandFields: "cmd",
 });
 
 export interface FakeGpuType {

@@ -154,3 +154,55 @@ describe("gone only on RunPod's own not found (docs/providers.md#teardown-eviden
     expect(body.error).toContain("RUNPOD_API_URL");
   });
 });
+
+describe("the create's command fields (docs/providers.md#runpod-rest-command)", () => {
+  const custom = () =>
+    spec({ template: "custom", image: "ghcr.io/acme/job:1", cmd: "python train.py --epochs 3", ports: [] });
+  const created = (ref: string) => fake.model.get(ref)!.meta;
+
+  it("a custom command goes as the newest runpodctl's cmd array, never args (which RunPod refuses with a 422)", async () => {
+    const ref = await rentOne(custom());
+    expect(created(ref).cmd).toEqual(["bash", "-c", "python train.py --epochs 3"]);
+    expect(created(ref).dockerArgs).toBe("");
+    const pod = (await (
+      await fetch(`http://runpod.fake/v2/pods/${ref}`, {
+        headers: { Authorization: `Bearer ${RUNPOD_FAKE_KEY}`, "User-Agent": "t" },
+      })
+    ).json()) as { cmd: string[] };
+    expect(pod.cmd).toEqual(["bash", "-c", "python train.py --epochs 3"]);
+  });
+
+  it("a model lease runs its start script as entrypoint and cmd", async () => {
+    const ref = await rentOne(spec({ env: { GPULEASE_MODEL: "qwen3:8b" } }));
+    expect(created(ref).entrypoint).toEqual(["/bin/sh", "-c"]);
+    expect((created(ref).cmd as string[])[0]).toContain("ollama pull");
+  });
+
+  it("RUNPOD_REST_COMMAND_FIELDS=args sends one args string where RunPod takes that form", async () => {
+    fake.quirks.restCommandFields = "args";
+    const args = runpod({ commandFields: "args" });
+    const job = await args.rent(runpodOffer(), custom());
+    expect(job.ok).toBe(true);
+    expect(created(job.ok ? job.ref : "").dockerArgs).toBe("bash -c 'python train.py --epochs 3'");
+    const model = await args.rent(
+      runpodOffer(),
+      spec({ label: "gl-ollama-0002", env: { GPULEASE_MODEL: "qwen3:8b" } }),
+    );
+    const sent = JSON.parse(created(model.ok ? model.ref : "").dockerArgs as string);
+    expect(sent.entrypoint).toEqual(["/bin/sh", "-c"]);
+    // ...and the arrays form is what that RunPod refuses.
+    const refused = await runpod().rent(runpodOffer(), custom());
+    expect(refused).toMatchObject({ ok: false, kind: "rejected" });
+    expect(!refused.ok && refused.error).toContain("422");
+  });
+
+  it("the fake refuses an unknown field with a 422 problem body", async () => {
+    const res = await fetch("http://runpod.fake/v2/pods", {
+      method: "POST",
+      headers: { Authorization: `Bearer ${RUNPOD_FAKE_KEY}`, "User-Agent": "t", "Content-Type": "application/json" },
+      body: JSON.stringify({ name: "x", image: "y", gpu: { id: "NVIDIA A40" }, supportPublicIp: true }),
+    });
+    expect(res.status).toBe(422);
+    expect(JSON.stringify(await res.json())).toContain("supportPublicIp");
+  });
+});
