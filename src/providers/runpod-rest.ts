@@ -17,6 +17,7 @@ import {
 import {
   BillingSchema,
   type CatalogGpu,
+  CatalogGpuSchema,
   CatalogSchema,
   isNoCapacityDetail,
   isPodNotFound,
@@ -123,7 +124,11 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
     });
     const response = await http.send({ method: "GET", url: url(`/v2/catalog/gpus?${query}`) });
     expect(response, 200, `gpu catalogue (${cloud})`);
-    return http.parse(response, CatalogSchema, `gpu catalogue (${cloud})`).gpus;
+    // A GPU type RunPod adds with a field we do not expect is skipped, never the whole cloud.
+    return http.parse(response, CatalogSchema, `gpu catalogue (${cloud})`).gpus.flatMap((entry) => {
+      const gpu = CatalogGpuSchema.safeParse(entry);
+      return gpu.success ? [gpu.data] : [];
+    });
   }
 
   async function listOffers(query: OfferQuery): Promise<ProviderOffer[]> {

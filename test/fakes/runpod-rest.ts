@@ -173,7 +173,7 @@ function catalog(fake: RunpodFake, url: URL): Response {
         : {}),
     };
   });
-  return json({ gpus });
+  return json({ gpus: [...gpus, ...fake.quirks.restCatalogExtras] });
 }
 
 async function create(fake: RunpodFake, request: Request): Promise<Response> {
@@ -261,7 +261,8 @@ async function create(fake: RunpodFake, request: Request): Promise<Response> {
   if (afterwards === "http_500" || afterwards === "graphql_error")
     return problem(500, "internal error while reading back the created pod");
   if (afterwards === "hang") return hang(request);
-  return json(restPod(fake, m), 201);
+  // The create answers PROVISIONING with runtime null, whatever the pod does next (OpenAPI createPod).
+  return json(restPod(fake, m, true), 201);
 }
 
 /** Where the fake's listing cursors point: after the pod with this listing position. */
@@ -397,16 +398,20 @@ function billing(fake: RunpodFake, url: URL): Response {
 }
 
 /** A pod in the REST v2 `Pod` shape, by the model's state and the quirks; null once gone. */
-export function restPod(fake: RunpodFake, m: ModelMachine): Record<string, unknown> | null {
+export function restPod(fake: RunpodFake, m: ModelMachine, justCreated = false): Record<string, unknown> | null {
   const state = fake.model.state(m.id);
   if (state === "gone") return null;
   const meta = m.meta;
-  let status = "RUNNING"; // from the moment of creation, before the container runs
+  const since = justCreated ? null : fake.model.runningSince(m.id);
+  // PROVISIONING (being allocated), STARTING (the container starts: the image pull, the second
+  // half of the boot), RUNNING once it runs; `restRunningBeforeRuntime` is the recorded case of
+  // RUNNING from creation, several polls before `runtime` exists.
+  const booting = Date.now() - m.createdAt < m.bootMs / 2 || justCreated ? "PROVISIONING" : "STARTING";
+  let status = since !== null || fake.quirks.restRunningBeforeRuntime ? "RUNNING" : booting;
   let runtime: Record<string, unknown> | null = null;
   if (state === "terminating") status = fake.quirks.lingerShowsAs === "TERMINATED" ? "TERMINATED" : "RUNNING";
   else if (state === "exited") status = m.exitReason === "DEAD" ? "ERROR" : "EXITED";
-  if (status === "RUNNING") {
-    const since = fake.model.runningSince(m.id);
+  if (status === "RUNNING" || status === "STARTING") {
     if (since !== null) {
       const graphqlRuntime = fake.runtime(m, Date.now() - since);
       runtime = {
@@ -421,7 +426,7 @@ export function restPod(fake: RunpodFake, m: ModelMachine): Record<string, unkno
           ip: p.ip,
         })),
       };
-    } else if (fake.quirks.restEmptyRuntime) runtime = {};
+    } else if (fake.quirks.restEmptyRuntime && !justCreated) runtime = {};
   }
   const runtimePorts = (runtime?.ports as { private: number; public: number; type: string; ip: string }[]) ?? [];
   const sshPort = runtimePorts.find((p) => p.private === 22 && p.type === "tcp" && !p.ip.startsWith("100.65."));
@@ -471,6 +476,6 @@ export function restPod(fake: RunpodFake, m: ModelMachine): Record<string, unkno
     globalNetworking: { enabled: false },
     runtime,
     createdAt: new Date(m.createdAt).toISOString(),
-    startedAt: fake.model.runningSince(m.id) !== null ? new Date(fake.model.runningSince(m.id)!).toISOString() : null,
+    startedAt: since !== null ? new Date(since).toISOString() : null,
   };
 }

@@ -101,6 +101,13 @@ export interface RunpodQuirks {
    * runpodctl) or `args` (one string, the kept document); the other is a 422.
    */
   restCommandFields: "cmd" | "args";
+  /**
+   * REST v2: status RUNNING from creation, several polls before `runtime` exists (recorded live);
+   * else PROVISIONING, then STARTING, then RUNNING with its runtime (the document's lifecycle).
+   */
+  restRunningBeforeRuntime: boolean;
+  /** REST v2: entries appended to every catalogue answer as they are (a new or odd GPU type) */
+  restCatalogExtras: Record<string, unknown>[];
 }
 
 export const defaultRunpodQuirks = (): RunpodQuirks => ({
@@ -127,6 +134,8 @@ export const defaultRunpodQuirks = (): RunpodQuirks => ({
   podsPageSize: 1,
   podsCursorTtlMs: null,
   restCommandFields: "cmd",
+  restRunningBeforeRuntime: false,
+  restCatalogExtras: [],
 });
 
 export interface FakeGpuType {

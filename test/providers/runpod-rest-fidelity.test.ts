@@ -206,3 +206,38 @@ describe("the create's command fields (docs/providers.md#runpod-rest-command)", 
     expect(JSON.stringify(await res.json())).toContain("supportPublicIp");
   });
 });
+
+describe("catalogue entries and the pod lifecycle (docs/providers.md#runpod-rest-v2)", () => {
+  it("one odd GPU type entry is skipped; the rest of the catalogue is still offered in both clouds", async () => {
+    const before = await runpod().listOffers({});
+    fake.quirks.restCatalogExtras = [
+      { id: "NVIDIA B300", name: "B300", manufacturer: null, memory: null, secure: true, community: true },
+    ];
+    const offers = await runpod().listOffers({});
+    expect(offers.map((o) => o.offer_id).sort()).toEqual(before.map((o) => o.offer_id).sort());
+    expect(new Set(offers.map((o) => o.cloud))).toEqual(new Set(["SECURE", "COMMUNITY"]));
+  });
+
+  it("the fake answers the create PROVISIONING, then STARTING, then RUNNING with a runtime", async () => {
+    fake.quirks.bootMs = 60_000;
+    const created = await runpod().rent(runpodOffer(), spec());
+    expect(created.ok).toBe(true);
+    const ref = created.ok ? created.ref : "";
+    const read = async () =>
+      (await (
+        await fetch(`http://runpod.fake/v2/pods/${ref}`, {
+          headers: { Authorization: `Bearer ${RUNPOD_FAKE_KEY}`, "User-Agent": "t" },
+        })
+      ).json()) as { status: string; runtime: unknown };
+    const answer = fake.calls("deploy")[0]!;
+    expect(answer.status).toBe(201);
+    expect(await read()).toMatchObject({ status: "PROVISIONING", runtime: null });
+    expect((await runpod().status(ref)).state).toBe("booting");
+    vi.setSystemTime(T0 + 40_000);
+    expect(await read()).toMatchObject({ status: "STARTING", runtime: null });
+    expect((await runpod().status(ref)).state).toBe("booting");
+    vi.setSystemTime(T0 + 61_000);
+    expect(await read()).toMatchObject({ status: "RUNNING", runtime: { uptime: expect.any(Number) } });
+    expect((await runpod().status(ref)).state).toBe("running");
+  });
+});

@@ -160,8 +160,15 @@ describe("RunPod REST v2: create (docs/providers.md#runpod-rest-v2)", () => {
 describe("RunPod REST v2: status (docs/providers.md#runpod-rest-v2)", () => {
   it("status RUNNING with runtime null is booting: readiness comes from runtime, not status", async () => {
     fake.quirks.bootMs = 60_000;
+    fake.quirks.restRunningBeforeRuntime = true;
     const ref = await rentOne();
     expect(fake.podView(ref)).not.toBeNull();
+    const pod = (await (
+      await fetch(`http://runpod.fake/v2/pods/${ref}`, {
+        headers: { Authorization: `Bearer ${RUNPOD_FAKE_KEY}`, "User-Agent": "t" },
+      })
+    ).json()) as { status: string; runtime: unknown };
+    expect(pod).toMatchObject({ status: "RUNNING", runtime: null });
     const booting = await runpod().status(ref);
     expect(booting.state).toBe("booting");
     vi.setSystemTime(T0 + 61_000);
