@@ -852,7 +852,6 @@ export class RunpodFake implements FakeService {
       uptimeSeconds: uptime,
       lastStatusChange: `${desiredStatus === "EXITED" || desiredStatus === "DEAD" ? "Exited by RunPod" : "Rented by User"}: ${new Date(m.exitedAt ?? m.createdAt).toUTCString()}`,
       lastStartedAt: new Date(m.createdAt).toISOString(),
-      createdAt: new Date(m.createdAt).toISOString(),
       machine: {
         podHostId: `${m.id}-64410812`,
         gpuDisplayName: meta.gpuDisplayName,
@@ -923,6 +922,11 @@ interface RootField {
   sample(fake: RunpodFake): unknown;
 }
 
+/*
+ * Pod fields as the official clients query them (runpod-python `api/queries/pods.py`, runpodctl
+ * `api/pod.go` myPods): no `createdAt`, which neither asks for, so the fake refuses it like any
+ * field RunPod's schema may not have (HTTP 400, "Cannot query field").
+ */
 const samplePod = (): Record<string, unknown> => ({
   id: "7ucb8jox3buc29",
   name: "sample",
@@ -943,7 +947,6 @@ const samplePod = (): Record<string, unknown> => ({
   uptimeSeconds: 1,
   lastStatusChange: "Rented by User",
   lastStartedAt: "",
-  createdAt: "",
   machine: {
     podHostId: "x",
     gpuDisplayName: "RTX 4090",
