@@ -172,7 +172,9 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
           download_mbs: null,
           download_cost_per_gb: 0,
           min_billed_minutes: 0,
-          templates: ["ollama", "custom"],
+          // A custom lease publishes 22/tcp; a community host without a public IP never maps it
+          // and v2 has no flag to ask for one: custom leases rent on SECURE only.
+          templates: cloud === "SECURE" ? ["ollama", "custom"] : ["ollama"],
         });
       }
     }
@@ -202,6 +204,12 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
   async function rent(offer: ProviderOffer, spec: MachineSpec): Promise<RentResult> {
     const parsed = parseOfferId(offer.offer_id);
     if (!parsed) return { ok: false, kind: "rejected", error: `not a RunPod offer: ${offer.offer_id}` };
+    if (parsed.cloud === "COMMUNITY" && podPorts(spec).some((port) => port.endsWith("/tcp")))
+      return {
+        ok: false,
+        kind: "rejected",
+        error: "a lease with TCP ports (ssh) rents on SECURE only: a COMMUNITY host may have no public IP",
+      };
     let response: HttpResponse;
     try {
       // Never repeated blindly: a create that failed in transit may have made a pod. A 429 was

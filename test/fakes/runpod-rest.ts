@@ -428,6 +428,12 @@ export function restPod(fake: RunpodFake, m: ModelMachine, justCreated = false):
       };
     } else if (fake.quirks.restEmptyRuntime && !justCreated) runtime = {};
   }
+  // A community host maps a public TCP port only if it has a public IP (runpodctl: "community
+  // cloud only maps a public ssh port on a machine that has a public ip"); v2 cannot ask for one.
+  if (runtime && meta.cloudType === "COMMUNITY" && !fake.quirks.communityPublicIp)
+    runtime.ports = (runtime.ports as { type: string; ip: string }[]).map((p, i) =>
+      p.type === "tcp" ? { ...p, ip: `100.65.22.${10 + i}` } : p,
+    );
   const runtimePorts = (runtime?.ports as { private: number; public: number; type: string; ip: string }[]) ?? [];
   const sshPort = runtimePorts.find((p) => p.private === 22 && p.type === "tcp" && !p.ip.startsWith("100.65."));
   const stopped = status === "EXITED" || status === "TERMINATED" || status === "ERROR";

@@ -106,6 +106,8 @@ export interface RunpodQuirks {
    * else PROVISIONING, then STARTING, then RUNNING with its runtime (the document's lifecycle).
    */
   restRunningBeforeRuntime: boolean;
+  /** REST v2: a COMMUNITY pod's TCP ports get a public IP (false: the host has none, ssh.direct stays null) */
+  communityPublicIp: boolean;
   /** REST v2: entries appended to every catalogue answer as they are (a new or odd GPU type) */
   restCatalogExtras: Record<string, unknown>[];
 }
@@ -136,6 +138,7 @@ export const defaultRunpodQuirks = (): RunpodQuirks => ({
   restCommandFields: "cmd",
   restRunningBeforeRuntime: false,
   restCatalogExtras: [],
+  communityPublicIp: false,
 });
 
 export interface FakeGpuType {

@@ -241,3 +241,31 @@ describe("catalogue entries and the pod lifecycle (docs/providers.md#runpod-rest
     expect((await runpod().status(ref)).state).toBe("running");
   });
 });
+
+describe("community hosts without a public IP (docs/providers.md#runpod-rest-public-ip)", () => {
+  const custom = () => spec({ template: "custom", image: "ghcr.io/acme/job:1", cmd: "sleep infinity", ports: [] });
+
+  it("the fake's community pod runs with ssh.direct null: no public port, ever", async () => {
+    const model = await runpod().rent(runpodOffer("runpod:COMMUNITY:NVIDIA GeForce RTX 4090"), spec());
+    const ref = model.ok ? model.ref : "";
+    const status = await runpod().status(ref);
+    expect(status.state).toBe("running");
+    expect(status.access?.ssh).toBeNull();
+  });
+
+  it("custom leases (22/tcp) are offered on SECURE only; ollama leases on both clouds", async () => {
+    const offers = await runpod().listOffers({});
+    const community = offers.filter((o) => o.cloud === "COMMUNITY");
+    expect(community.length).toBeGreaterThan(0);
+    expect(community.every((o) => !o.templates.includes("custom"))).toBe(true);
+    expect(community.every((o) => o.templates.includes("ollama"))).toBe(true);
+    expect(offers.some((o) => o.cloud === "SECURE" && o.templates.includes("custom"))).toBe(true);
+  });
+
+  it("a custom lease handed a COMMUNITY offer is refused before any create: no pod that never gets ssh", async () => {
+    const result = await runpod().rent(runpodOffer("runpod:COMMUNITY:NVIDIA GeForce RTX 4090"), custom());
+    expect(result).toMatchObject({ ok: false, kind: "rejected" });
+    expect(fake.calls("deploy")).toHaveLength(0);
+    expect(fake.model.list()).toHaveLength(0);
+  });
+});
