@@ -172,9 +172,7 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
           download_mbs: null,
           download_cost_per_gb: 0,
           min_billed_minutes: 0,
-          // A custom lease publishes 22/tcp; a community host without a public IP never maps it
-          // and v2 has no flag to ask for one: custom leases rent on SECURE only.
-          templates: cloud === "SECURE" ? ["ollama", "custom"] : ["ollama"],
+          templates: ["ollama", "custom"],
         });
       }
     }
@@ -204,11 +202,13 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
   async function rent(offer: ProviderOffer, spec: MachineSpec): Promise<RentResult> {
     const parsed = parseOfferId(offer.offer_id);
     if (!parsed) return { ok: false, kind: "rejected", error: `not a RunPod offer: ${offer.offer_id}` };
-    if (parsed.cloud === "COMMUNITY" && podPorts(spec).some((port) => port.endsWith("/tcp")))
+    // A community host without a public IP never maps a TCP port, and v2 has no flag to ask for
+    // one: a lease that asks for ssh (port 22) rents on SECURE only, refused here before any create.
+    if (parsed.cloud === "COMMUNITY" && spec.ports.includes(SSH_PORT))
       return {
         ok: false,
         kind: "rejected",
-        error: "a lease with TCP ports (ssh) rents on SECURE only: a COMMUNITY host may have no public IP",
+        error: "a lease that asks for ssh (port 22) rents on SECURE only: a COMMUNITY host may have no public IP",
       };
     let response: HttpResponse;
     try {

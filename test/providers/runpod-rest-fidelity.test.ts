@@ -243,29 +243,29 @@ describe("catalogue entries and the pod lifecycle (docs/providers.md#runpod-rest
 });
 
 describe("community hosts without a public IP (docs/providers.md#runpod-rest-public-ip)", () => {
-  const custom = () => spec({ template: "custom", image: "ghcr.io/acme/job:1", cmd: "sleep infinity", ports: [] });
+  const custom = (ports: number[]) =>
+    spec({ template: "custom", image: "ghcr.io/acme/job:1", cmd: "sleep infinity", ports });
+  const community = () => runpodOffer("runpod:COMMUNITY:NVIDIA GeForce RTX 4090");
 
   it("the fake's community pod runs with ssh.direct null: no public port, ever", async () => {
-    const model = await runpod().rent(runpodOffer("runpod:COMMUNITY:NVIDIA GeForce RTX 4090"), spec());
-    const ref = model.ok ? model.ref : "";
+    const rented = await runpod().rent(community(), custom([]));
+    const ref = rented.ok ? rented.ref : "";
     const status = await runpod().status(ref);
     expect(status.state).toBe("running");
     expect(status.access?.ssh).toBeNull();
   });
 
-  it("custom leases (22/tcp) are offered on SECURE only; ollama leases on both clouds", async () => {
-    const offers = await runpod().listOffers({});
-    const community = offers.filter((o) => o.cloud === "COMMUNITY");
-    expect(community.length).toBeGreaterThan(0);
-    expect(community.every((o) => !o.templates.includes("custom"))).toBe(true);
-    expect(community.every((o) => o.templates.includes("ollama"))).toBe(true);
-    expect(offers.some((o) => o.cloud === "SECURE" && o.templates.includes("custom"))).toBe(true);
-  });
-
-  it("a custom lease handed a COMMUNITY offer is refused before any create: no pod that never gets ssh", async () => {
-    const result = await runpod().rent(runpodOffer("runpod:COMMUNITY:NVIDIA GeForce RTX 4090"), custom());
+  it("a lease that asks for ssh (port 22) handed a COMMUNITY offer is refused before any create", async () => {
+    const result = await runpod().rent(community(), custom([22, 8080]));
     expect(result).toMatchObject({ ok: false, kind: "rejected" });
+    expect(!result.ok && result.error).toContain("SECURE only");
     expect(fake.calls("deploy")).toHaveLength(0);
     expect(fake.model.list()).toHaveLength(0);
+  });
+
+  it("on SECURE the same lease rents and gets its ssh endpoint", async () => {
+    const result = await runpod().rent(runpodOffer("runpod:SECURE:NVIDIA GeForce RTX 4090"), custom([22, 8080]));
+    const ref = result.ok ? result.ref : "";
+    expect((await runpod().status(ref)).access?.ssh).toEqual({ host: "213.173.104.74", port: expect.any(Number) });
   });
 });
