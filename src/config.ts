@@ -49,7 +49,16 @@ const varsSchema = z.object({
     .trim()
     .pipe(z.enum(["rest", "graphql"]))
     .default("rest"),
-  RUNPOD_API_URL: httpUrl.default("https://api.runpod.io"),
+  // Paths are built as /v2/...: the base RunPod's docs name (https://api.runpod.io/v2) doubles the
+  // prefix, and every call then meets an unknown route's 404 (docs/providers.md#runpod-rest-v2).
+  RUNPOD_API_URL: httpUrl
+    .refine((v) => !/\/v2$/i.test(v), "the base without /v2 (paths are /v2/...), e.g. https://api.runpod.io")
+    .default("https://api.runpod.io"),
+  RUNPOD_REST_COMMAND_FIELDS: z
+    .string()
+    .trim()
+    .pipe(z.enum(["cmd", "args"]))
+    .default("cmd"),
   MIN_CUDA_VERSION: z
     .string()
     .trim()
@@ -119,6 +128,8 @@ export interface Config {
   runpodTransport: "rest" | "graphql";
   /** RunPod REST v2 base, paths /v2/... */
   runpodApiUrl: string;
+  /** how a REST v2 create carries the container command: `cmd`/`entrypoint` arrays, or one `args` string */
+  runpodRestCommandFields: "cmd" | "args";
   /** lowest host CUDA version rented where the provider can filter (RunPod, Vast.ai), "major.minor" */
   minCudaVersion: string;
   /** how long one shared offers snapshot is served, seconds (0 = no cache) */
@@ -172,6 +183,7 @@ function toConfig(v: Vars): Config {
     runpodGraphqlUrl: v.RUNPOD_GRAPHQL_URL,
     runpodTransport: v.RUNPOD_TRANSPORT,
     runpodApiUrl: v.RUNPOD_API_URL,
+    runpodRestCommandFields: v.RUNPOD_REST_COMMAND_FIELDS,
     minCudaVersion: v.MIN_CUDA_VERSION,
     offersCacheS: v.OFFERS_CACHE_S,
     measuredMinSamples: v.MEASURED_MIN_SAMPLES,

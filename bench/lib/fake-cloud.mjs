@@ -47,7 +47,8 @@ async function toWebRequest(req, url) {
 
 /**
  * Serves one fake on `port`. `rewrite(path)` maps the loopback path to the URL the fake expects.
- * `POST /__control {"delay_ms", "quirks", ...}` changes behaviour at run time; every provider
+ * `POST /__control {"delay_ms", "quirks", "fault", ...}` changes behaviour at run time (`fault`
+ * queues a fault on a fake that has them, e.g. RunPod's 429 with Retry-After); every provider
  * answer is delayed by delay_ms (the "provider answers after D ms" of the offers bench).
  */
 export function serveFake(fake, port, rewrite, state = { delayMs: 0, calls: 0 }) {
@@ -61,6 +62,9 @@ export function serveFake(fake, port, rewrite, state = { delayMs: 0, calls: 0 })
         if (control.quirks) Object.assign(fake.quirks, control.quirks);
         if (control.reset_calls) state.calls = 0;
         if (control.plant && typeof fake.plant === "function") fake.plant(control.plant);
+        // {"fault": {"operation": "deploy", "fault": {kind: "status", status: 429, ...}, "times": 2}}
+        if (control.fault && typeof fake.fault === "function")
+          fake.fault(control.fault.operation, control.fault.fault, control.fault.times ?? 1);
         res.writeHead(200, { "content-type": "application/json" });
         res.end(JSON.stringify({ ok: true, calls: state.calls, delay_ms: state.delayMs }));
         return;

@@ -53,6 +53,13 @@ export interface HttpRequest {
   body?: unknown;
   /** false for calls that must not be repeated blindly (create): a failure is then ambiguous */
   retry?: boolean;
+  /**
+   * Total time this call may wait out 429s (Retry-After, else backoff), retried even when
+   * `retry` is false: a 429 is refused before anything is processed (runpodctl
+   * `internal/api/retry.go`). A wait past what is left ends the call as `rate_limited` at once.
+   * Unset: 429s retry like any other status, each wait capped by the client's `maxRetryWaitMs`.
+   */
+  rateLimitWaitMs?: number;
   timeoutMs?: number;
 }
 
@@ -105,14 +112,19 @@ export class HttpClient {
    * to the adapter, which knows what it means for that call.
    */
   async send(request: HttpRequest): Promise<HttpResponse> {
-    const attempts = request.retry === false ? 1 : this.retries + 1;
+    const attempts = this.retries + 1;
+    const budget = request.rateLimitWaitMs;
+    let waited = 0;
     let lastError: ProviderError | null = null;
     let retryAfterMs: number | null = null;
     for (let attempt = 0; attempt < attempts; attempt++) {
       if (attempt > 0 && lastError) {
+        const limited = lastError.kind === "rate_limited";
+        if (request.retry === false && !(limited && budget !== undefined)) throw lastError;
         // Vast sends no Retry-After on 429: back off ourselves, longer than for a 5xx.
-        const wait = retryAfterMs ?? backoff(attempt) * (lastError.kind === "rate_limited" ? 2 : 1);
-        if (wait > this.maxRetryWaitMs) throw lastError;
+        const wait = retryAfterMs ?? backoff(attempt) * (limited ? 2 : 1);
+        if (limited && budget !== undefined ? waited + wait > budget : wait > this.maxRetryWaitMs) throw lastError;
+        waited += wait;
         await this.sleep(wait);
       }
       retryAfterMs = null;

@@ -36,6 +36,7 @@ export function createProviders(env: Env, config: Config, clock: Clock, sleep: S
           sleep,
           apiKey: s.runpodApiKey,
           baseUrl: config.runpodApiUrl,
+          commandFields: config.runpodRestCommandFields,
           proxyTemplate: config.runpodProxyTemplate,
           minCudaVersion: config.minCudaVersion,
           balance: () => graphql.balance(),

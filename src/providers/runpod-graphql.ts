@@ -36,8 +36,10 @@ export const TERMINATE_MUTATION = `mutation Terminate($input: PodTerminateInput!
   podTerminate(input: $input)
 }`;
 
+// Only fields the official clients ask on myself.pods (runpod-python api/queries/pods.py, runpodctl
+// api/pod.go): one field the schema lacks fails every lookup with a 400. No createdAt among them.
 export const MY_PODS_QUERY = `query MyPods {
-  myself { id pods { ${POD_FIELDS} createdAt } }
+  myself { id pods { ${POD_FIELDS} } }
 }`;
 
 export const BALANCE_QUERY = `query Balance {
@@ -107,7 +109,6 @@ export const PodSchema = z.object({
       ports: z.array(RuntimePortSchema).nullish(),
     })
     .nullish(),
-  createdAt: z.string().nullish(),
 });
 export type Pod = z.infer<typeof PodSchema>;
 

@@ -6,10 +6,13 @@ import { z } from "zod";
  * so a new field on RunPod's side never breaks a read. See docs/providers.md#runpod-rest-v2.
  */
 
-/** RFC 9457 problem+json (`ErrorResponse`): every REST v2 error body. */
+/**
+ * RFC 9457 problem+json (`ErrorResponse`): every REST v2 error body. Live bodies may lack `title`
+ * (the recorded no-capacity 400 carries only `detail` and `status`).
+ */
 export const ProblemSchema = z
   .object({
-    title: z.string(),
+    title: z.string().nullish(),
     status: z.number().int(),
     detail: z.string(),
     errors: z.array(z.string()).nullish(),
@@ -35,7 +38,8 @@ export const CatalogGpuSchema = z
   .loose();
 export type CatalogGpu = z.infer<typeof CatalogGpuSchema>;
 
-export const CatalogSchema = z.object({ gpus: z.array(CatalogGpuSchema) }).loose();
+/** Entries are parsed one by one (`CatalogGpuSchema`): one odd GPU type must not empty the catalogue. */
+export const CatalogSchema = z.object({ gpus: z.array(z.unknown()) }).loose();
 
 export const RestRuntimePortSchema = z
   .object({
@@ -94,14 +98,24 @@ export const BillingRecordSchema = z
 export const BillingSchema = z.object({ records: z.array(BillingRecordSchema) }).loose();
 
 /**
- * A problem+json body as RunPod sends it: the content type says so and the body parses as
- * `ErrorResponse` with the same status. A 404 from a proxy, an HTML page or a wrong base URL has
- * neither, and proves nothing about the pod.
+ * A problem body as RunPod sends it: JSON that parses as `ErrorResponse` with the HTTP status in
+ * it. The `application/problem+json` content type is not required: live answers may lack it. An
+ * HTML page, a proxy's text or a JSON body of another shape is not RunPod's word.
  */
-export function problemOf(status: number, contentType: string | null, json: unknown): Problem | null {
-  if (!contentType?.toLowerCase().includes("application/problem+json")) return null;
+export function problemOf(status: number, json: unknown): Problem | null {
   const parsed = ProblemSchema.safeParse(json);
   return parsed.success && parsed.data.status === status ? parsed.data : null;
+}
+
+/**
+ * RunPod's own "this pod does not exist" (runpodctl `internal/api/client_test.go`:
+ * `{"detail":"pod not found","status":404,"title":"Not Found"}`). An unknown route answers a 404
+ * problem body too (a base URL ending in `/v2` doubles the prefix), so the status alone is not
+ * evidence that a pod is gone.
+ */
+export function isPodNotFound(status: number, json: unknown): boolean {
+  const body = status === 404 ? problemOf(status, json) : null;
+  return body !== null && /\bpod not found\b/i.test(body.detail);
 }
 
 /**

@@ -17,8 +17,10 @@ import {
 import {
   BillingSchema,
   type CatalogGpu,
+  CatalogGpuSchema,
   CatalogSchema,
   isNoCapacityDetail,
+  isPodNotFound,
   PodListSchema,
   problemOf,
   type RestPod,
@@ -46,6 +48,12 @@ export interface RunpodRestOptions {
   proxyTemplate: string;
   /** MIN_CUDA_VERSION, "major.minor" */
   minCudaVersion: string;
+  /**
+   * RUNPOD_REST_COMMAND_FIELDS: `cmd` sends `cmd`/`entrypoint` arrays (the newest runpodctl,
+   * `internal/api/podcreate_v2.go`); `args` one `args` string (the kept document, runpodctl's
+   * `internal/api/pods_v2.go`). RunPod refuses the form it does not take with a 422.
+   */
+  commandFields?: "cmd" | "args";
   /** the balance: REST v2 has no balance endpoint, so it still comes from GraphQL while that lives */
   balance: () => Promise<Balance>;
   fetch?: typeof fetch;
@@ -66,6 +74,13 @@ const POD_PAGE_LIMIT = 1000;
  */
 export const POD_PAGES_PER_CALL = 10;
 
+/**
+ * How long one create may wait out RunPod's 429s (`Retry-After`, seconds: "back off using
+ * Retry-After, then resume"; the document's example window is 12 s). Below the rent's own
+ * deadline (`RENT_DEADLINE_MS`, 15 s), so a burst delays the rental instead of failing the offer.
+ */
+export const CREATE_RATE_LIMIT_WAIT_MS = 12_000;
+
 /** What a refused listing cursor (expired, unknown) can come back as, with RunPod's problem body. */
 const CURSOR_REFUSALS = new Set([400, 404, 410, 422]);
 
@@ -85,8 +100,7 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
   const fetchImpl = options.fetch ?? ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init));
   const url = (path: string) => `${options.baseUrl}${path}`;
   const proxyUrl = (podId: string, port: number) => podProxyUrl(options.proxyTemplate, podId, port);
-  const problem = (response: HttpResponse) =>
-    problemOf(response.status, response.headers.get("content-type"), response.json);
+  const problem = (response: HttpResponse) => problemOf(response.status, response.json);
 
   /** Any status but `ok` throws: a problem+json detail when RunPod sent one, else its raw text. */
   function expect(response: HttpResponse, ok: number, what: string): void {
@@ -110,7 +124,11 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
     });
     const response = await http.send({ method: "GET", url: url(`/v2/catalog/gpus?${query}`) });
     expect(response, 200, `gpu catalogue (${cloud})`);
-    return http.parse(response, CatalogSchema, `gpu catalogue (${cloud})`).gpus;
+    // A GPU type RunPod adds with a field we do not expect is skipped, never the whole cloud.
+    return http.parse(response, CatalogSchema, `gpu catalogue (${cloud})`).gpus.flatMap((entry) => {
+      const gpu = CatalogGpuSchema.safeParse(entry);
+      return gpu.success ? [gpu.data] : [];
+    });
   }
 
   async function listOffers(query: OfferQuery): Promise<ProviderOffer[]> {
@@ -170,10 +188,7 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
     return {
       name: spec.label,
       image: spec.image,
-      // args replaces the image CMD; omitted keeps the image default (Ollama's `serve`).
-      ...(spec.template === "custom" && spec.cmd ? { args: `bash -c ${shellQuote(spec.cmd)}` } : {}),
-      // A model lease's container pulls its model itself: the newest runpodctl's `entrypoint`/`cmd`.
-      ...(pullsModel(spec) ? { entrypoint: OLLAMA_START_ENTRYPOINT, cmd: [OLLAMA_START_SCRIPT] } : {}),
+      ...commandOf(spec, options.commandFields ?? "cmd"),
       disk: Math.max(25, spec.disk_gb),
       env: podEnv(spec),
       ports,
@@ -187,18 +202,28 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
   async function rent(offer: ProviderOffer, spec: MachineSpec): Promise<RentResult> {
     const parsed = parseOfferId(offer.offer_id);
     if (!parsed) return { ok: false, kind: "rejected", error: `not a RunPod offer: ${offer.offer_id}` };
+    // A community host without a public IP never maps a TCP port, and v2 has no flag to ask for
+    // one: a lease that asks for ssh (port 22) rents on SECURE only, refused here before any create.
+    if (parsed.cloud === "COMMUNITY" && spec.ports.includes(SSH_PORT))
+      return {
+        ok: false,
+        kind: "rejected",
+        error: "a lease that asks for ssh (port 22) rents on SECURE only: a COMMUNITY host may have no public IP",
+      };
     let response: HttpResponse;
     try {
-      // Never repeated blindly: a create that failed in transit may have made a pod.
+      // Never repeated blindly: a create that failed in transit may have made a pod. A 429 was
+      // refused before anything was made: it is sent again after Retry-After, within the budget.
       response = await http.send({
         method: "POST",
         url: url("/v2/pods"),
         body: createBody(parsed, spec),
         retry: false,
+        rateLimitWaitMs: CREATE_RATE_LIMIT_WAIT_MS,
       });
     } catch (cause) {
       if (!(cause instanceof ProviderError)) throw cause;
-      // A 429 is refused at the door; a timeout, network failure or 5xx may hide a pod.
+      // A 429 that outlasted the budget made nothing; a timeout, network failure or 5xx may hide a pod.
       return { ok: false, kind: cause.kind === "rate_limited" ? "rejected" : "ambiguous", error: cause.message };
     }
     if (response.status === 201 || response.status === 200) {
@@ -229,9 +254,9 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
 
   async function status(ref: string): Promise<MachineStatus> {
     const response = await http.send({ method: "GET", url: url(`/v2/pods/${encodeURIComponent(ref)}`) });
-    // Gone only on RunPod's own word: a 404 with its problem+json body. An HTML 404 (a proxy, a
-    // wrong base URL) throws below: in doubt the pod still runs and bills.
-    if (response.status === 404 && problem(response)) return goneStatus();
+    // Gone only on RunPod's own word: a 404 whose problem body says "pod not found". An HTML 404
+    // (a proxy) or an unknown route's 404 (a wrong base URL) throws below: in doubt the pod bills.
+    if (isPodNotFound(response.status, response.json)) return goneStatus();
     expect(response, 200, "pod status");
     const pod = http.parse(response, RestPodSchema, "pod status");
     const state = restStateOf(pod);
@@ -249,8 +274,8 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
   async function terminate(ref: string): Promise<void> {
     const response = await http.send({ method: "DELETE", url: url(`/v2/pods/${encodeURIComponent(ref)}`) });
     if (response.status === 204 || response.status === 200) return;
-    // Already gone is success, but only with RunPod's own 404 body; a locked pod (409) is not gone.
-    if (response.status === 404 && problem(response)) return;
+    // Already gone is success, but only with RunPod's own "pod not found"; a locked pod (409) is not gone.
+    if (isPodNotFound(response.status, response.json)) return;
     expect(response, 204, "terminate pod");
   }
 
@@ -345,6 +370,23 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
     // The proxy answers 502 until Ollama listens, and a RUNNING pod may not be ready for minutes.
     ollamaProbe: (ref, _status, model) => probeOllama(proxyUrl(ref, OLLAMA_PORT), model, fetchImpl),
   };
+}
+
+/**
+ * The container command of a create, in the form RunPod is set to take. Nothing is sent for an
+ * image that runs as built (Ollama's own `serve`). A custom command replaces the image CMD, as
+ * `bash -c`; a model lease's container runs the start script under `/bin/sh -c` so it pulls its
+ * model itself. One `args` string cannot replace an ENTRYPOINT, so that form carries the
+ * `{"cmd": [...], "entrypoint": [...]}` JSON that RunPod's backend decodes from a docker-args
+ * string (runpodctl `internal/api/podcreate_v2.go` `ParseDockerArgs`).
+ */
+function commandOf(spec: MachineSpec, fields: "cmd" | "args"): Record<string, unknown> {
+  if (pullsModel(spec)) {
+    const start = { entrypoint: OLLAMA_START_ENTRYPOINT, cmd: [OLLAMA_START_SCRIPT] };
+    return fields === "cmd" ? start : { args: JSON.stringify({ cmd: start.cmd, entrypoint: start.entrypoint }) };
+  }
+  if (spec.template !== "custom" || !spec.cmd) return {};
+  return fields === "cmd" ? { cmd: ["bash", "-c", spec.cmd] } : { args: `bash -c ${shellQuote(spec.cmd)}` };
 }
 
 /**

@@ -316,7 +316,7 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
       ref: pod.id,
       label: pod.name ?? null,
       state: stateOf(pod),
-      created_at: pod.createdAt ?? null,
+      created_at: rentedAtOf(pod.lastStatusChange),
       price_per_hour: pod.costPerHr ?? null,
     };
   }
@@ -434,4 +434,16 @@ export function shellQuote(value: string): string {
 
 export function round4(value: number): number {
   return Math.round(value * 10_000) / 10_000;
+}
+
+/**
+ * When a pod was rented, from `lastStatusChange` ("Rented by User: Fri Nov 29 2026 02:00:00 GMT"),
+ * which the official clients query on myself.pods; `createdAt` is not among those fields. Any
+ * other status change (an exit, a restart) says nothing about the start: null, and a found pod
+ * then bills from the create's sending.
+ */
+function rentedAtOf(lastStatusChange: string | null | undefined): string | null {
+  const match = /^Rented by User:\s*(.+)$/i.exec(lastStatusChange?.trim() ?? "");
+  const at = match ? Date.parse(match[1]!) : Number.NaN;
+  return Number.isFinite(at) ? new Date(at).toISOString() : null;
 }

@@ -9,13 +9,14 @@ import {
   podId,
   type RecordedRunpodRequest,
   type RunpodFake,
+  type RunpodFault,
   type RunpodOperation,
 } from "./runpod";
 
 /*
  * RunPod REST v2 (`/v2/...` on the fake's host), as RunPod's OpenAPI document describes it
  * (docs/runpod-rest-v2.openapi.json) and docs/providers.md#runpod-rest-v2 records: problem+json
- * errors, create bodies checked against `CreatePodRequest` (unknown fields are a 400), no
+ * errors, create bodies checked against `CreatePodRequest` (unknown fields are a 422), no
  * capacity as a 400 with RunPod's recorded detail text, `status: "RUNNING"` from creation while
  * `runtime` is still null, `cost` 0.0 once a pod stops, 404 problem+json for a deleted pod, 409
  * for a locked one, `GET /v2/pods` in pages of `podsPageSize` behind a cursor. It shares the
@@ -30,6 +31,7 @@ const PROBLEM_TITLES: Record<number, string> = {
   404: "Not Found",
   409: "Conflict",
   422: "Unprocessable Entity",
+  429: "Too Many Requests",
   500: "Internal Server Error",
 };
 
@@ -38,6 +40,24 @@ export function problem(status: number, detail: string, errors?: string[]): Resp
     JSON.stringify({ title: PROBLEM_TITLES[status] ?? "Error", status, detail, ...(errors ? { errors } : {}) }),
     { status, headers: { "Content-Type": "application/problem+json" } },
   );
+}
+
+/**
+ * RunPod's `TooManyRequestsError`: a problem+json 429 with `Retry-After` in seconds for the
+ * exceeded window (the OpenAPI example is 12), refused before anything was made. A fault, so it
+ * can stand in front of any operation (`fake.fault("deploy", tooManyRequests(2), 2)`).
+ */
+export function tooManyRequests(retryAfterS: number): RunpodFault {
+  return {
+    kind: "status",
+    status: 429,
+    body: JSON.stringify({
+      title: "Too Many Requests",
+      status: 429,
+      detail: "rate limit exceeded; retry after the window resets",
+    }),
+    headers: { "Content-Type": "application/problem+json", "Retry-After": String(retryAfterS) },
+  };
 }
 
 const ROUTES: { method: string; path: RegExp; operation: RunpodOperation }[] = [
@@ -153,7 +173,7 @@ function catalog(fake: RunpodFake, url: URL): Response {
         : {}),
     };
   });
-  return json({ gpus });
+  return json({ gpus: [...gpus, ...fake.quirks.restCatalogExtras] });
 }
 
 async function create(fake: RunpodFake, request: Request): Promise<Response> {
@@ -163,15 +183,20 @@ async function create(fake: RunpodFake, request: Request): Promise<Response> {
   } catch {
     return problem(400, "request body is not valid JSON");
   }
-  // The newest runpodctl (internal/api/podcreate_v2.go) sends `entrypoint` and `cmd` arrays,
-  // which the live API takes though the kept document does not list them; the rest is checked
-  // against the document (CreatePodRequest has unevaluatedProperties: false).
+  // Which command form RunPod takes is set by `restCommandFields`: `cmd` and `entrypoint` arrays
+  // (the newest runpodctl, internal/api/podcreate_v2.go), or the document's one `args` string.
+  // The other form, like any field the contract does not name, is a 422 ("a leftover v1 field is
+  // a 422"); the rest is checked against the document (unevaluatedProperties: false).
   const { entrypoint, cmd, ...documented } = (body ?? {}) as Record<string, unknown>;
+  const arraysForm = fake.quirks.restCommandFields === "cmd";
+  if (arraysForm && "args" in documented) return problem(422, "Request validation failed.", ["$.args: unknown field"]);
+  if (!arraysForm && (entrypoint !== undefined || cmd !== undefined))
+    return problem(422, "Request validation failed.", ["$.cmd, $.entrypoint: unknown field"]);
   const stringArray = (v: unknown) => v === undefined || (Array.isArray(v) && v.every((s) => typeof s === "string"));
   if (!stringArray(entrypoint) || !stringArray(cmd))
-    return problem(400, "request could not be processed", ["$.entrypoint and $.cmd: arrays of strings"]);
+    return problem(422, "Request validation failed.", ["$.entrypoint and $.cmd: arrays of strings"]);
   const problems = checkRunpodSchema("CreatePodRequest", documented);
-  if (problems.length > 0) return problem(400, "request could not be processed", problems);
+  if (problems.length > 0) return problem(422, "Request validation failed.", problems);
   const input = body as {
     name: string;
     image: string;
@@ -217,6 +242,8 @@ async function create(fake: RunpodFake, request: Request): Promise<Response> {
       env: Object.entries(input.env ?? {}).map(([k, v]) => `${k}=${v}`),
       ports: (input.ports ?? []).join(","),
       dockerArgs: input.args ?? "",
+      cmd: input.cmd ?? [],
+      entrypoint: input.entrypoint ?? [],
       cloudType: cloud,
       dataCenterId: dataCenter,
       gpuDisplayName: type.displayName,
@@ -234,7 +261,8 @@ async function create(fake: RunpodFake, request: Request): Promise<Response> {
   if (afterwards === "http_500" || afterwards === "graphql_error")
     return problem(500, "internal error while reading back the created pod");
   if (afterwards === "hang") return hang(request);
-  return json(restPod(fake, m), 201);
+  // The create answers PROVISIONING with runtime null, whatever the pod does next (OpenAPI createPod).
+  return json(restPod(fake, m, true), 201);
 }
 
 /** Where the fake's listing cursors point: after the pod with this listing position. */
@@ -370,16 +398,20 @@ function billing(fake: RunpodFake, url: URL): Response {
 }
 
 /** A pod in the REST v2 `Pod` shape, by the model's state and the quirks; null once gone. */
-export function restPod(fake: RunpodFake, m: ModelMachine): Record<string, unknown> | null {
+export function restPod(fake: RunpodFake, m: ModelMachine, justCreated = false): Record<string, unknown> | null {
   const state = fake.model.state(m.id);
   if (state === "gone") return null;
   const meta = m.meta;
-  let status = "RUNNING"; // from the moment of creation, before the container runs
+  const since = justCreated ? null : fake.model.runningSince(m.id);
+  // PROVISIONING (being allocated), STARTING (the container starts: the image pull, the second
+  // half of the boot), RUNNING once it runs; `restRunningBeforeRuntime` is the recorded case of
+  // RUNNING from creation, several polls before `runtime` exists.
+  const booting = Date.now() - m.createdAt < m.bootMs / 2 || justCreated ? "PROVISIONING" : "STARTING";
+  let status = since !== null || fake.quirks.restRunningBeforeRuntime ? "RUNNING" : booting;
   let runtime: Record<string, unknown> | null = null;
   if (state === "terminating") status = fake.quirks.lingerShowsAs === "TERMINATED" ? "TERMINATED" : "RUNNING";
   else if (state === "exited") status = m.exitReason === "DEAD" ? "ERROR" : "EXITED";
-  if (status === "RUNNING") {
-    const since = fake.model.runningSince(m.id);
+  if (status === "RUNNING" || status === "STARTING") {
     if (since !== null) {
       const graphqlRuntime = fake.runtime(m, Date.now() - since);
       runtime = {
@@ -394,8 +426,14 @@ export function restPod(fake: RunpodFake, m: ModelMachine): Record<string, unkno
           ip: p.ip,
         })),
       };
-    } else if (fake.quirks.restEmptyRuntime) runtime = {};
+    } else if (fake.quirks.restEmptyRuntime && !justCreated) runtime = {};
   }
+  // A community host maps a public TCP port only if it has a public IP (runpodctl: "community
+  // cloud only maps a public ssh port on a machine that has a public ip"); v2 cannot ask for one.
+  if (runtime && meta.cloudType === "COMMUNITY" && !fake.quirks.communityPublicIp)
+    runtime.ports = (runtime.ports as { type: string; ip: string }[]).map((p, i) =>
+      p.type === "tcp" ? { ...p, ip: `100.65.22.${10 + i}` } : p,
+    );
   const runtimePorts = (runtime?.ports as { private: number; public: number; type: string; ip: string }[]) ?? [];
   const sshPort = runtimePorts.find((p) => p.private === 22 && p.type === "tcp" && !p.ip.startsWith("100.65."));
   const stopped = status === "EXITED" || status === "TERMINATED" || status === "ERROR";
@@ -410,6 +448,8 @@ export function restPod(fake: RunpodFake, m: ModelMachine): Record<string, unkno
     actions: stopped ? ["start", "terminate"] : ["stop", "restart", "terminate"],
     image: meta.imageName,
     args: meta.dockerArgs ?? "",
+    // Read back as the newest runpodctl's v2Pod does (internal/api/pods_v2.go).
+    ...(fake.quirks.restCommandFields === "cmd" ? { cmd: meta.cmd ?? [], entrypoint: meta.entrypoint ?? [] } : {}),
     disk: meta.containerDiskInGb,
     mounts: {},
     ports: parsePorts(meta.ports as string).map((p) => `${p.port}/${p.type}`),
@@ -442,6 +482,6 @@ export function restPod(fake: RunpodFake, m: ModelMachine): Record<string, unkno
     globalNetworking: { enabled: false },
     runtime,
     createdAt: new Date(m.createdAt).toISOString(),
-    startedAt: fake.model.runningSince(m.id) !== null ? new Date(fake.model.runningSince(m.id)!).toISOString() : null,
+    startedAt: since !== null ? new Date(since).toISOString() : null,
   };
 }

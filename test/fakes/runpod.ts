@@ -96,6 +96,20 @@ export interface RunpodQuirks {
   podsPageSize: number;
   /** REST v2: a listing `cursor` older than this is refused like an unknown one; null: never expires */
   podsCursorTtlMs: number | null;
+  /**
+   * REST v2: the create's command form RunPod takes, `cmd` (`cmd`/`entrypoint` arrays, the newest
+   * runpodctl) or `args` (one string, the kept document); the other is a 422.
+   */
+  restCommandFields: "cmd" | "args";
+  /**
+   * REST v2: status RUNNING from creation, several polls before `runtime` exists (recorded live);
+   * else PROVISIONING, then STARTING, then RUNNING with its runtime (the document's lifecycle).
+   */
+  restRunningBeforeRuntime: boolean;
+  /** REST v2: a COMMUNITY pod's TCP ports get a public IP (false: the host has none, ssh.direct stays null) */
+  communityPublicIp: boolean;
+  /** REST v2: entries appended to every catalogue answer as they are (a new or odd GPU type) */
+  restCatalogExtras: Record<string, unknown>[];
 }
 
 export const defaultRunpodQuirks = (): RunpodQuirks => ({
@@ -121,6 +135,10 @@ export const defaultRunpodQuirks = (): RunpodQuirks => ({
   billingFactor: 1,
   podsPageSize: 1,
   podsCursorTtlMs: null,
+  restCommandFields: "cmd",
+  restRunningBeforeRuntime: false,
+  restCatalogExtras: [],
+  communityPublicIp: false,
 });
 
 export interface FakeGpuType {
@@ -837,7 +855,6 @@ export class RunpodFake implements FakeService {
       uptimeSeconds: uptime,
       lastStatusChange: `${desiredStatus === "EXITED" || desiredStatus === "DEAD" ? "Exited by RunPod" : "Rented by User"}: ${new Date(m.exitedAt ?? m.createdAt).toUTCString()}`,
       lastStartedAt: new Date(m.createdAt).toISOString(),
-      createdAt: new Date(m.createdAt).toISOString(),
       machine: {
         podHostId: `${m.id}-64410812`,
         gpuDisplayName: meta.gpuDisplayName,
@@ -908,6 +925,11 @@ interface RootField {
   sample(fake: RunpodFake): unknown;
 }
 
+/*
+ * Pod fields as the official clients query them (runpod-python `api/queries/pods.py`, runpodctl
+ * `api/pod.go` myPods): no `createdAt`, which neither asks for, so the fake refuses it like any
+ * field RunPod's schema may not have (HTTP 400, "Cannot query field").
+ */
 const samplePod = (): Record<string, unknown> => ({
   id: "7ucb8jox3buc29",
   name: "sample",
@@ -928,7 +950,6 @@ const samplePod = (): Record<string, unknown> => ({
   uptimeSeconds: 1,
   lastStatusChange: "Rented by User",
   lastStartedAt: "",
-  createdAt: "",
   machine: {
     podHostId: "x",
     gpuDisplayName: "RTX 4090",

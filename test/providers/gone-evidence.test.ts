@@ -12,7 +12,7 @@ import { VRAMFARM_FAKE_TOKEN, VRAMFARM_FAKE_URL, VramfarmFake } from "../fakes/v
 
 // A machine is gone only on the provider's own word (docs/providers.md#teardown-evidence); a 404
 // from an HTML page, a proxy or a wrong base URL is a failed read (`unknown`, i.e. still there).
-// RunPod REST v2's cases live in runpod-rest.test.ts.
+// RunPod REST v2's cases live in runpod-rest.test.ts and runpod-rest-fidelity.test.ts.
 
 let installed: InstalledFakes | null = null;
 afterEach(() => {

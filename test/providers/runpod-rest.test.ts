@@ -107,7 +107,7 @@ describe("RunPod REST v2: create (docs/providers.md#runpod-rest-v2)", () => {
     );
   });
 
-  it("a field the document does not name is a 400 from RunPod: the fake refuses it as RunPod would", async () => {
+  it("a field the document does not name is a 422 from RunPod: the fake refuses it as RunPod would", async () => {
     const res = await fetch("http://runpod.fake/v2/pods", {
       method: "POST",
       headers: { Authorization: `Bearer ${RUNPOD_FAKE_KEY}`, "User-Agent": "t", "Content-Type": "application/json" },
@@ -118,7 +118,7 @@ describe("RunPod REST v2: create (docs/providers.md#runpod-rest-v2)", () => {
         terminateAfter: "2027-01-01T00:00:00Z",
       }),
     });
-    expect(res.status).toBe(400);
+    expect(res.status).toBe(422);
     expect(res.headers.get("content-type")).toContain("application/problem+json");
     expect(JSON.stringify(await res.json())).toContain("terminateAfter");
   });
@@ -160,8 +160,15 @@ describe("RunPod REST v2: create (docs/providers.md#runpod-rest-v2)", () => {
 describe("RunPod REST v2: status (docs/providers.md#runpod-rest-v2)", () => {
   it("status RUNNING with runtime null is booting: readiness comes from runtime, not status", async () => {
     fake.quirks.bootMs = 60_000;
+    fake.quirks.restRunningBeforeRuntime = true;
     const ref = await rentOne();
     expect(fake.podView(ref)).not.toBeNull();
+    const pod = (await (
+      await fetch(`http://runpod.fake/v2/pods/${ref}`, {
+        headers: { Authorization: `Bearer ${RUNPOD_FAKE_KEY}`, "User-Agent": "t" },
+      })
+    ).json()) as { status: string; runtime: unknown };
+    expect(pod).toMatchObject({ status: "RUNNING", runtime: null });
     const booting = await runpod().status(ref);
     expect(booting.state).toBe("booting");
     vi.setSystemTime(T0 + 61_000);
@@ -208,7 +215,7 @@ describe("RunPod REST v2: status (docs/providers.md#runpod-rest-v2)", () => {
     const status = await runpod().status(ref);
     expect(status.access?.ssh).toEqual({ host: "213.173.104.74", port: expect.any(Number) });
     expect(status.access?.urls).toEqual([`http://${ref}-8080.proxy.runpod.fake`]);
-    expect(fake.model.get(ref)?.meta.dockerArgs).toBe("bash -c 'python serve.py'");
+    expect(fake.model.get(ref)?.meta.cmd).toEqual(["bash", "-c", "python serve.py"]);
   });
 });
 

@@ -793,3 +793,25 @@ describe("ollamaProbe (an empty Ollama server)", () => {
     expect(await runpod().ollamaProbe(ref, await runpod().status(ref), null)).toEqual({ phase: "down" });
   });
 });
+
+describe("myself.pods fields as the official clients query them (docs/providers.md#runpod-graphql)", () => {
+  it("the fake refuses a field no official client queries with HTTP 400 Cannot query field", async () => {
+    const res = await fetch(RUNPOD_FAKE_URL, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${RUNPOD_FAKE_KEY}`, "User-Agent": "t", "Content-Type": "application/json" },
+      body: JSON.stringify({ query: "query { myself { pods { id createdAt } } }" }),
+    });
+    expect(res.status).toBe(400);
+    const body = (await res.json()) as { errors: { message: string }[] };
+    expect(body.errors[0]?.message).toContain('Cannot query field "createdAt"');
+  });
+
+  it("the label lookup and the listing ask only fields RunPod's schema has, so they answer", async () => {
+    const ref = await rentedPod();
+    expect((await runpod().findByLabel("gl-ollama-0001"))?.ref).toBe(ref);
+    const listed = await runpod().listOwn("gl", []);
+    expect(listed.machines.map((m) => m.ref)).toEqual([ref]);
+    // The rental time comes from lastStatusChange ("Rented by User: <date>"), not createdAt.
+    expect(listed.machines[0]?.created_at).toBe(new Date(T0).toISOString());
+  });
+});
