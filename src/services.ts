@@ -1,9 +1,9 @@
 import type { Config } from "./config";
 import { type KeeperPort, keepersOf } from "./keeper/client";
 import { createLogger, type Logger } from "./lib/log";
+import { secretsOf } from "./lib/scrub";
 import { type Clock, type Sleep, systemClock, systemSleep } from "./lib/time";
 import { createProviders, type ProviderRegistry } from "./providers/registry";
-import { secretsOf } from "./providers/scrub";
 import { wakeOutbox } from "./webhooks/wake";
 
 /** `infer` opens the LLM gateway (/llm/…) of every model lease, and nothing under /v1. */

@@ -1,7 +1,7 @@
 import { spentUsd } from "../account/spend";
 import { appendEvents, type LeaseRow, LeaseRowSchema } from "../leases/ledger";
+import { scrubError } from "../lib/scrub";
 import { iso, ms } from "../lib/time";
-import { scrubError } from "../providers/scrub";
 import type { Services } from "../services";
 
 /** Leases looked at per reaper cron: each is one billing call and one D1 batch (subrequest budget). */

@@ -17,10 +17,10 @@ import { appendEvents, getLease, type LeaseRow, LeaseRowSchema, type NewEvent, u
 import { claimFound, lookupMachines } from "../leases/lookup";
 import { type RentEnd, rentalConcluded, settleRental } from "../leases/rental";
 import type { LeaseStatus, StopReason } from "../leases/schema";
+import { scrubError } from "../lib/scrub";
 import { iso, ms } from "../lib/time";
 import { offerHost } from "../offers/bandwidth";
 import { recordBandwidthSample } from "../offers/measured";
-import { scrubError } from "../providers/scrub";
 import type { OllamaProbe, Provider, ProviderName } from "../providers/types";
 import { createServices, type Services } from "../services";
 import { announces } from "../webhooks/outbox";

@@ -1,6 +1,6 @@
 import type { Config } from "../config";
+import { scrubError } from "../lib/scrub";
 import { iso, ms } from "../lib/time";
-import { scrubError } from "../providers/scrub";
 import type { OwnMachine, Provider } from "../providers/types";
 import { type ClaimOutcome, type CreateRecord, claimMachine, competingCreates, knownRefs } from "./creates";
 

@@ -1,4 +1,4 @@
-import { scrubText } from "../providers/scrub";
+import { scrubText } from "./scrub";
 
 export type LogLevel = "info" | "warn" | "error";
 /** What a log line says besides its event: ids, counts, an error. Values are scrubbed. */

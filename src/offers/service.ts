@@ -1,9 +1,9 @@
 import { toUsd } from "../leases/pricing";
+import { scrubError } from "../lib/scrub";
 import { iso } from "../lib/time";
 import { withTimeout } from "../lib/timeout";
 import { gpuSpecByKey, normaliseGpuName } from "../providers/gpus";
 import { ProviderError } from "../providers/http";
-import { scrubError } from "../providers/scrub";
 import {
   type OfferQuery,
   type Provider,

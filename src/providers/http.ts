@@ -1,7 +1,7 @@
 import type { z } from "zod";
+import { scrubText } from "../lib/scrub";
 import { type Sleep, systemSleep } from "../lib/time";
 import { USER_AGENT } from "../version";
-import { scrubText } from "./scrub";
 import type { ProviderName } from "./types";
 
 export type ProviderErrorKind =

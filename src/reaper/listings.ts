@@ -1,6 +1,6 @@
+import { scrubError } from "../lib/scrub";
 import { withTimeout } from "../lib/timeout";
 import { CursorRefusedError } from "../providers/http";
-import { scrubError } from "../providers/scrub";
 import type { OwnListing, OwnMachine, Provider, ProviderName } from "../providers/types";
 import type { Services } from "../services";
 import type { ReaperProvider } from "./runs";

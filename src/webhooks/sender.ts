@@ -3,7 +3,7 @@ import { loadConfig } from "../config";
 import { listCreates } from "../leases/creates";
 import { openInferenceKey } from "../leases/inference-key";
 import { getLease, toLease } from "../leases/ledger";
-import { secretsOf } from "../providers/scrub";
+import { secretsOf } from "../lib/scrub";
 import { createServices, type Services } from "../services";
 import { jsonBody, maskEnv, type RenderedEvent, slackBody, withoutSecrets } from "./body";
 import { type AttemptOutcome, claimDue, type DueDelivery, freezeEventData, nextDueAt, recordAttempt } from "./outbox";
