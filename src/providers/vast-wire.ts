@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { gpuSpecFor } from "./gpus";
+import { GPU_SPECS, gpuSpecFor, normaliseGpuName } from "./gpus";
 import { OLLAMA_PORT } from "./ollama";
 import { OLLAMA_START_ENTRYPOINT, OLLAMA_START_SCRIPT, pullsModel } from "./ollama-start";
 import type { Access, MachineSpec, MachineState, OfferQuery, ProviderOffer } from "./types";
@@ -25,8 +25,32 @@ export function isUnwantedGpu(gpuName: string): boolean {
   return UNWANTED_GPU.some((part) => name.includes(part));
 }
 
-/** The cheapest offers first; the client-side gpu filter needs more than the earlier module's 12 (docs/providers.md#vast-offers). */
+/** The cheapest offers first, after Vast has applied every filter, the GPU name among them (docs/providers.md#vast-offers). */
 const OFFER_LIMIT = 64;
+/** A GPU filter the table cannot spell in Vast's names is checked here over this many offers (gpuhunt's 3000). */
+const UNMAPPED_NAME_LIMIT = 3000;
+
+/** The user's gpu filter (a case-insensitive substring, spacing ignored) matches this name. */
+function nameMatches(name: string, filter: string): boolean {
+  const wanted = normaliseGpuName(filter);
+  return (
+    name.toLowerCase().includes(filter.trim().toLowerCase()) ||
+    (wanted !== "" && normaliseGpuName(name).includes(wanted))
+  );
+}
+
+/**
+ * Vast's own spellings of every card the gpu filter names ("h100" -> "H100 SXM", "H100 PCIE", ...),
+ * for `gpu_name: {"in": [...]}` (gpuhunt `make_filters`); empty when the table knows none.
+ */
+export function vastGpuNames(filter: string): string[] {
+  const names = new Set<string>();
+  for (const spec of GPU_SPECS) {
+    const bySpec = nameMatches(spec.name, filter) || nameMatches(spec.key, filter);
+    for (const name of spec.vast) if (bySpec || nameMatches(name, filter)) names.add(name);
+  }
+  return [...names];
+}
 
 /** The `POST /api/v0/bundles/` body for a query. */
 export function bundlesQuery(query: OfferQuery, minCudaVersion = 12.4): Record<string, unknown> {
@@ -51,6 +75,13 @@ export function bundlesQuery(query: OfferQuery, minCudaVersion = 12.4): Record<s
   body.type = "on-demand";
   body.order = [["dph_total", "asc"]];
   body.limit = OFFER_LIMIT;
+  if (query.gpu) {
+    // Vast filters the names before its limit: a local filter over the 64 cheapest offers loses
+    // every card that is not among them (gpuhunt sends gpu_name "in", and limit 3000 when it cannot map a name).
+    const names = vastGpuNames(query.gpu);
+    if (names.length > 0) body.gpu_name = { in: names };
+    else body.limit = UNMAPPED_NAME_LIMIT;
+  }
   // dph_total includes storage for allocated_storage: price the disk the lease will really get.
   body.allocated_storage = disk;
   return body;
@@ -83,7 +114,8 @@ export function toOffer(offer: VastOffer, query: OfferQuery): ProviderOffer | nu
   if (isUnwantedGpu(offer.gpu_name)) return null;
   const vramGb = Math.round(offer.gpu_total_ram / 100) / 10;
   // The bundles filters should already hold; checked again so a loose answer cannot slip through.
-  if (query.gpu && !offer.gpu_name.toLowerCase().includes(query.gpu.toLowerCase())) return null;
+  if (query.gpu && !nameMatches(offer.gpu_name, query.gpu) && !vastGpuNames(query.gpu).includes(offer.gpu_name))
+    return null;
   if (query.vram_gb !== undefined && offer.gpu_total_ram < query.vram_gb * 1000) return null;
   if (query.gpu_count !== undefined && offer.num_gpus !== query.gpu_count) return null;
   if (query.max_price_usd !== undefined && offer.dph_total > query.max_price_usd) return null;

@@ -103,7 +103,8 @@ export interface VastFakeOffer {
   [field: string]: unknown;
 }
 
-const offer = (
+/** One offer as `/bundles/` lists it, with the fields a test does not care about filled in. */
+export const vastOffer = (
   id: number,
   gpu_name: string,
   num_gpus: number,
@@ -143,20 +144,25 @@ const offer = (
 
 /** A catalogue with the cards that matter for the quirks: mining and old cards, MB units, multi-GPU. */
 export const defaultVastOffers = (): VastFakeOffer[] => [
-  offer(18463529, "RTX 4090", 1, 24564, 0.35),
-  offer(18463530, "RTX 3090", 1, 24576, 0.18, { gpu_mem_bw: 0, inet_down: 9000, compute_cap: 860, geolocation: null }),
-  offer(18463531, "CMP 170HX", 1, 8192, 0.05, { gpu_mem_bw: 1493, compute_cap: 800 }),
-  offer(18463532, "Tesla P100", 1, 16384, 0.08, { gpu_mem_bw: 732, compute_cap: 600, cuda_max_good: 12.2 }),
-  offer(18463533, "GTX 1080 Ti", 1, 11264, 0.06, { compute_cap: 610 }),
-  offer(18463534, "H100 SXM", 2, 81559, 3.8, {
+  vastOffer(18463529, "RTX 4090", 1, 24564, 0.35),
+  vastOffer(18463530, "RTX 3090", 1, 24576, 0.18, {
+    gpu_mem_bw: 0,
+    inet_down: 9000,
+    compute_cap: 860,
+    geolocation: null,
+  }),
+  vastOffer(18463531, "CMP 170HX", 1, 8192, 0.05, { gpu_mem_bw: 1493, compute_cap: 800 }),
+  vastOffer(18463532, "Tesla P100", 1, 16384, 0.08, { gpu_mem_bw: 732, compute_cap: 600, cuda_max_good: 12.2 }),
+  vastOffer(18463533, "GTX 1080 Ti", 1, 11264, 0.06, { compute_cap: 610 }),
+  vastOffer(18463534, "H100 SXM", 2, 81559, 3.8, {
     gpu_mem_bw: 3350.2,
     compute_cap: 900,
     inet_down: 4800,
     geolocation: "Texas, US",
   }),
-  offer(18463535, "A100 PCIE", 1, 40960, 0.7, { gpu_mem_bw: 1555, compute_cap: 800, geolocation: "Quebec, CA" }),
-  offer(18463536, "RTX 4090", 1, 24564, 0.3, { verification: "unverified" }),
-  offer(18463537, "RTX 5090", 1, 32607, 0.55, { gpu_mem_bw: 1792, compute_cap: 1200, rented: true }),
+  vastOffer(18463535, "A100 PCIE", 1, 40960, 0.7, { gpu_mem_bw: 1555, compute_cap: 800, geolocation: "Quebec, CA" }),
+  vastOffer(18463536, "RTX 4090", 1, 24564, 0.3, { verification: "unverified" }),
+  vastOffer(18463537, "RTX 5090", 1, 32607, 0.55, { gpu_mem_bw: 1792, compute_cap: 1200, rented: true }),
 ];
 
 interface VastMeta {
