@@ -10,11 +10,13 @@ import type { Access, MachineSpec, MachineState, OfferQuery, ProviderOffer } fro
  * `api_key` that `/users/current/` echoes).
  */
 
-const clamp = (value: number, min: number, max: number) => Math.min(max, Math.max(min, value));
-
-/** Container disk for the weights (docs/providers.md#sizing): clamp(1.35 × weights + 30, 25, 900) GB. */
+/**
+ * The one container disk for the weights that search (`disk_space`), price (`allocated_storage`) and
+ * create (`disk`) all use, as gpuhunt and SkyPilot do (docs/providers.md#vast-offers): the disk a lease
+ * asks when it names none (`storedSpec` in src/leases/create.ts), max(40, 2 × weights + 20) GB.
+ */
 export function vastDiskGb(weightsGb: number): number {
-  return clamp(Math.floor(Math.max(0, weightsGb) * 1.35) + 30, 25, 900);
+  return Math.max(40, Math.ceil(Math.max(0, weightsGb) * 2) + 20);
 }
 
 /** Mining cards (CMP) and old cards, avoided (docs/providers.md#vast-offers). */
@@ -169,6 +171,7 @@ export function createBody(spec: MachineSpec): Record<string, unknown> {
   return {
     client_id: "me",
     image: spec.image,
+    // The size searched and priced; only a lease that names a larger disk asks more (docs/providers.md#vast-offers).
     disk: Math.max(spec.disk_gb, vastDiskGb(spec.weights_gb)),
     label: spec.label,
     env,

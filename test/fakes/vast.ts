@@ -94,6 +94,8 @@ export interface VastFakeOffer {
   inet_down_cost: number;
   dph_base: number;
   storage_cost: number;
+  /** GB the host has free for a container disk */
+  disk_space: number;
   direct_port_count: number;
   geolocation: string | null;
   verification: "verified" | "unverified";
@@ -130,6 +132,7 @@ export const vastOffer = (
   inet_up_cost: 0.003,
   dph_base,
   storage_cost: 0.2,
+  disk_space: 412.3,
   direct_port_count: 24,
   reliability2: 0.9962,
   geolocation: "Oregon, US",
@@ -566,6 +569,19 @@ export class VastFake implements FakeService {
           ask_id: askId,
         },
         404,
+      );
+    }
+    const disk = Number(body.disk ?? 10);
+    if (disk > listed.disk_space) {
+      // A disk the host lacks is refused (exact msg unconfirmed); the search's disk_space filter keeps such hosts out.
+      return json(
+        {
+          success: false,
+          error: "invalid_args",
+          msg: `error 400/3467: Invalid args: disk ${disk} exceeds the ${listed.disk_space} GB available`,
+          ask_id: askId,
+        },
+        400,
       );
     }
     if (this.credit <= 0)

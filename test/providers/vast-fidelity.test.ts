@@ -3,6 +3,7 @@ import type { Provider } from "../../src/providers/types";
 import { createVastProvider } from "../../src/providers/vast";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import { VAST_FAKE_KEY, VAST_FAKE_URL, VastFake, vastOffer } from "../fakes/vast";
+import { api } from "../helpers";
 
 // Vast.ai fidelity against the real clients: gpuhunt, SkyPilot, vast-cli (docs/providers.md#vastai).
 
@@ -51,4 +52,41 @@ describe("GPU names go to Vast", () => {
     expect(offers.map((o) => o.gpu)).toEqual(["Q RTX 8000"]);
     expect(bundleBodies()[0]?.gpu_name).toBeUndefined();
   });
+});
+
+describe("one disk size for search, price and create", () => {
+  const putBodies = () => fake.requests.filter((r) => r.method === "PUT").map((r) => r.body as Record<string, unknown>);
+
+  // Hosts with a disk between the two sizes gpulease used to ask (30/40 GB at no weights, 62/68 at 24).
+  it.each([
+    [0, 35],
+    [24, 65],
+  ])(
+    "a lease with %i GB of weights asks the disk it searched and priced (hosts with %i GB)",
+    async (weights, hostDisk) => {
+      for (const o of fake.offers) o.disk_space = hostDisk;
+      fake.offers.push(vastOffer(20000700, "RTX 4090", 1, 24564, 0.4, { disk_space: 2000 }));
+      const res = await api("/v1/leases", {
+        method: "POST",
+        json: {
+          provider: "vast",
+          gpu: "4090",
+          weights_gb: weights,
+          max_minutes: 30,
+          template: "custom",
+          image: "x/y:1",
+        },
+      });
+      expect(res.status).toBe(202);
+      const lease = (await res.json()) as { price_per_hour: number; provider_ref: string; creates: unknown[] };
+      // A host the search found does not refuse the create for its disk.
+      expect(lease.creates).toHaveLength(1);
+      const search = bundleBodies().at(-1)!;
+      const [create] = putBodies();
+      expect(create?.disk).toBe((search.disk_space as { gte: number }).gte);
+      expect(create?.disk).toBe(search.allocated_storage);
+      // dph_total priced the same storage the instance bills.
+      expect(fake.model.get(lease.provider_ref)?.pricePerHour).toBe(lease.price_per_hour);
+    },
+  );
 });
