@@ -63,6 +63,12 @@ export interface VastQuirks {
    * once). Seen at RunPod (docs/providers.md#runpod-ambiguous-create); unconfirmed for Vast, off by default.
    */
   listingLagMs: number;
+  /**
+   * A new instance's own GET answers 200 `{"instances": null}` for this long after its create:
+   * vast-cli's wait loops print "No information returned for instance … Retrying" and go on
+   * (`vast.py` `wait_for_instance`, `vastai/cli/commands/machines.py`).
+   */
+  showLagMs: number;
 }
 
 export const defaultVastQuirks = (): VastQuirks => ({
@@ -78,6 +84,7 @@ export const defaultVastQuirks = (): VastQuirks => ({
   nullEmptyList: true,
   ollamaDelayMs: 0,
   listingLagMs: 0,
+  showLagMs: 0,
 });
 
 /** One offer as `/bundles/` sends it (only the fields the fake needs typed). */
@@ -132,7 +139,7 @@ export const vastOffer = (
   inet_up_cost: 0.003,
   dph_base,
   storage_cost: 0.2,
-  disk_space: 412.3,
+  disk_space: 1024,
   direct_port_count: 24,
   reliability2: 0.9962,
   geolocation: "Oregon, US",
@@ -679,7 +686,8 @@ export class VastFake implements FakeService {
 
   private show(id: string): Response {
     const m = this.model.get(id);
-    if (!m || this.model.state(id) === "gone") {
+    const unseen = m !== undefined && this.model.now() < m.createdAt + this.quirks.showLagMs;
+    if (!m || unseen || this.model.state(id) === "gone") {
       // docs/providers.md#vast-instances: usually 200 {"instances": null}; a 404 is possible too.
       return this.quirks.deletedReadsAs === "404"
         ? json({ success: false, error: "no_such_instance", msg: "Instance not found" }, 404)
