@@ -237,10 +237,14 @@ export const UserResponseSchema = z
 
 /** Vast's create limits (vast-ai/docs create_instance.yaml): checked before anything is rented. */
 export const ENV_VALUE_MAX = 256;
+/** `max_total_length` of `env`, read as its names and values together (port keys and gpulease's own included). */
+export const ENV_TOTAL_MAX = 32_768;
 export const ARGS_TOTAL_MAX = 4096;
 
 /** The spec's problems against Vast's create limits, in plain words. */
-export function vastSpecProblems(spec: Pick<MachineSpec, "env" | "cmd" | "template">): string[] {
+export function vastSpecProblems(
+  spec: Pick<MachineSpec, "env" | "cmd" | "template"> & Partial<Pick<MachineSpec, "ports">>,
+): string[] {
   const problems: string[] = [];
   for (const [key, value] of Object.entries(spec.env))
     if (value.length > ENV_VALUE_MAX)
@@ -250,13 +254,19 @@ export function vastSpecProblems(spec: Pick<MachineSpec, "env" | "cmd" | "templa
     template: spec.template,
     image: "x",
     cmd: spec.cmd,
-    env: {},
-    ports: [],
+    env: spec.env,
+    ports: spec.ports ?? [],
     disk_gb: 1,
     weights_gb: 0,
     context_length: null,
     max_minutes: 1,
   });
+  const envLength = Object.entries(body.env as Record<string, string>).reduce(
+    (n, [k, v]) => n + k.length + v.length,
+    0,
+  );
+  if (envLength > ENV_TOTAL_MAX)
+    problems.push(`env: Vast.ai takes at most ${ENV_TOTAL_MAX} characters of env in total (${envLength} given)`);
   const argsLength =
     ((body.args as string[] | null) ?? []).join(" ").length + ((body.onstart as string | null) ?? "").length;
   if (argsLength > ARGS_TOTAL_MAX)

@@ -59,8 +59,12 @@ export interface VastOptions {
 const PAGE_LIMIT = 25;
 /** A listing longer than this is a paging loop, not an account. */
 const MAX_PAGES = 200;
-/** Vast's create endpoint wants 4.5 s between calls and sends no Retry-After (docs/providers.md#vast-rate-limits). */
-const CREATE_RATE_WAIT_MS = 5_000;
+/**
+ * Vast's create endpoint wants 4.5 s between calls and locks a caller out for 12 s ("penalty: 12",
+ * read as seconds) after one inside it, with no Retry-After (docs/providers.md#vast-rate-limits):
+ * the one repeat waits the lockout out, with a second to spare.
+ */
+const CREATE_RATE_WAIT_MS = 13_000;
 
 /** Vast.ai over REST (docs/providers.md#vastai). */
 export function createVastProvider(options: VastOptions): Provider {
@@ -217,6 +221,9 @@ export function createVastProvider(options: VastOptions): Provider {
     async rent(offer: ProviderOffer, spec: MachineSpec): Promise<RentResult> {
       const askId = /^vast:(\d+)$/.exec(offer.offer_id)?.[1];
       if (!askId) return { ok: false, kind: "rejected", error: `not a Vast offer: ${offer.offer_id}` };
+      // The spec as sent (gpulease's own env and the port keys included) against Vast's create limits.
+      const problems = vastSpecProblems(spec);
+      if (problems.length > 0) return { ok: false, kind: "rejected", error: problems.join("; ") };
       let response: HttpResponse;
       try {
         // Never retried blindly: a repeat after a lost answer could rent a second machine.

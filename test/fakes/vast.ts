@@ -224,6 +224,16 @@ const RATE_INTERVAL_MS: Partial<Record<VastOperation, number>> = {
   list: 1000,
 };
 
+/**
+ * Lockout after a request inside the interval (vast-ai/docs `create_instance.yaml` `x-rate-limit`
+ * `penalty: 12`; the unit is not stated, read as seconds): every call until then is refused too.
+ */
+const RATE_PENALTY_MS: Partial<Record<VastOperation, number>> = { create: 12_000 };
+
+/** Vast's create limits on `env` (vast-ai/docs `create_instance.yaml`). */
+const ENV_VALUE_MAX = 256;
+const ENV_TOTAL_MAX = 32_768;
+
 const CONTROL_KEYS = new Set(["order", "type", "limit", "allocated_storage", "disable_bundling"]);
 
 let instanceCounter = 27114906;
@@ -239,6 +249,7 @@ export class VastFake implements FakeService {
   credit = 37.52;
   readonly apiKey: string;
   private readonly lastCall = new Map<VastOperation, number>();
+  private readonly lockedUntil = new Map<VastOperation, number>();
   /** the Ollama server on each instance, at its public IP:port (switches: download speed, pull failure, spill) */
   readonly ollama: FakeOllama;
 
@@ -347,8 +358,9 @@ export class VastFake implements FakeService {
       body,
     });
     const route = this.route(request.method, url.pathname);
-    if (!route)
-      return json({ success: false, error: "not_found", msg: `no route ${request.method} ${url.pathname}` }, 404);
+    // No route: the web framework's own HTML 404 (exact page unconfirmed), never Vast's JSON
+    // not_found, which would read as "instance gone" (docs/providers.md#teardown-evidence).
+    if (!route) return new Response(NOT_FOUND_PAGE, { status: 404, headers: { "Content-Type": "text/html" } });
     const { operation, id } = route;
     // Offer search works without a key (gpuhunt calls it bare); everything else needs one.
     if (operation !== "offers" && !this.authorised(request, url)) {
@@ -396,7 +408,10 @@ export class VastFake implements FakeService {
     if (interval === undefined) return null;
     const now = this.model.now();
     const last = this.lastCall.get(operation);
-    if (last !== undefined && now - last < interval) {
+    const locked = now < (this.lockedUntil.get(operation) ?? 0);
+    if (locked || (last !== undefined && now - last < interval)) {
+      const penalty = RATE_PENALTY_MS[operation];
+      if (penalty !== undefined && !locked) this.lockedUntil.set(operation, now + penalty);
       const threshold = (interval / 1000).toFixed(1);
       // No Retry-After, whatever the body (docs/providers.md#vast-rate-limits).
       switch (this.quirks.rateLimitBody) {
@@ -529,6 +544,18 @@ export class VastFake implements FakeService {
         },
         400,
       );
+    }
+    if (isObject(body.env)) {
+      const entries = Object.entries(body.env).map(([k, v]) => [k, String(v)] as const);
+      const long = entries.find(([, v]) => v.length > ENV_VALUE_MAX);
+      const total = entries.reduce((n, [k, v]) => n + k.length + v.length, 0);
+      if (long || total > ENV_TOTAL_MAX) {
+        const why = long ? `env ${long[0]} longer than ${ENV_VALUE_MAX}` : `env longer than ${ENV_TOTAL_MAX} in total`;
+        return json(
+          { success: false, error: "invalid_args", msg: `error 400/3467: Invalid args: ${why}`, ask_id: askId },
+          400,
+        );
+      }
     }
     if (typeof body.image !== "string" || body.image === "") {
       return json(
@@ -863,7 +890,8 @@ export class VastFake implements FakeService {
 function matchesFilter(row: Record<string, unknown>, field: string, filter: unknown): boolean {
   if (!isObject(filter)) return true;
   const value = field === "verified" ? row.verification === "verified" : row[field];
-  if (value === undefined) return true;
+  // A field the row lacks is null in Vast's tables: it fails every comparison.
+  if (value === undefined || value === null) return false;
   return Object.entries(filter).every(([op, operand]) => {
     switch (op) {
       case "eq":
@@ -900,5 +928,8 @@ export function hang(request: Request): Promise<Response> {
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
+
+const NOT_FOUND_PAGE =
+  "<!doctype html>\n<html lang=en>\n<title>404 Not Found</title>\n<h1>Not Found</h1>\n<p>The requested URL was not found on the server.</p>\n";
 
 const round4 = (n: number) => Math.round(n * 10_000) / 10_000;

@@ -4,6 +4,7 @@ import { createVastProvider } from "../../src/providers/vast";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import { VAST_FAKE_KEY, VAST_FAKE_URL, VastFake, vastOffer } from "../fakes/vast";
 import { api } from "../helpers";
+import { batchSpec, ollamaSpec } from "../support/provider-fixtures";
 
 // Vast.ai fidelity against the real clients: gpuhunt, SkyPilot, vast-cli (docs/providers.md#vastai).
 
@@ -89,4 +90,51 @@ describe("one disk size for search, price and create", () => {
       expect(fake.model.get(lease.provider_ref)?.pricePerHour).toBe(lease.price_per_hour);
     },
   );
+});
+
+describe("create limits", () => {
+  it("waits out the create's 12 s penalty after a 429, then creates", async () => {
+    let now = Date.parse("2026-11-29T02:00:00Z");
+    installed.restore();
+    fake = new VastFake({ now: () => now });
+    installed = installFakes(fake);
+    fake.quirks.rateLimits = true;
+    const timed = createVastProvider({
+      apiKey: VAST_FAKE_KEY,
+      baseUrl: VAST_FAKE_URL,
+      sleep: async (ms) => {
+        now += ms;
+      },
+    });
+    const offers = await timed.listOffers({});
+    expect(await timed.rent(offers[0]!, ollamaSpec())).toMatchObject({ ok: true });
+    now += 1_000;
+    // Inside create's 4.5 s interval: a 429 and 12 s of lockout.
+    expect(await timed.rent(offers[1]!, ollamaSpec({ label: "gpulease-lse02" }))).toMatchObject({ ok: true });
+    expect(fake.model.list()).toHaveLength(2);
+  });
+
+  it("refuses an env over 32,768 characters in total before any create, as Vast would", async () => {
+    const env = Object.fromEntries(Array.from({ length: 130 }, (_, i) => [`VAR_${i}`, "x".repeat(250)]));
+    const problems = vast().validateSpec?.({ env, cmd: null, template: "custom" }) ?? [];
+    expect(problems.join("; ")).toContain("32768");
+    const offers = await vast().listOffers({ gpu: "4090" });
+    const result = await vast().rent(offers[0]!, batchSpec({ env }));
+    expect(result).toMatchObject({ ok: false, kind: "rejected" });
+    expect(fake.requests.some((r) => r.method === "PUT")).toBe(false);
+  });
+});
+
+describe("the fake answers like Vast", () => {
+  it("a filter on a field an offer lacks excludes it (a null fails the comparison)", async () => {
+    const { disk_space: _, ...noDisk } = fake.offers[0]!;
+    fake.offers[0] = noDisk as (typeof fake.offers)[0];
+    const offers = await vast().listOffers({ gpu: "4090" });
+    expect(offers.map((o) => o.offer_id)).not.toContain(`vast:${noDisk.id}`);
+  });
+
+  it("an unknown route is an HTML 404, which the adapter never reads as gone", async () => {
+    const wrong = createVastProvider({ apiKey: VAST_FAKE_KEY, baseUrl: `${VAST_FAKE_URL}/v0`, sleep: async () => {} });
+    await expect(wrong.status("27114906")).rejects.toThrow();
+  });
 });

@@ -285,7 +285,7 @@ describe("vast rent", () => {
     fake.inject("create", { kind: "http", status: 429 });
     expect(await vast.rent(offer, spec())).toMatchObject({ ok: true });
     expect(bodiesOf("PUT", "/api/v0/asks/")).toHaveLength(2);
-    expect(sleeps).toContain(5_000);
+    expect(sleeps).toContain(13_000);
   });
 
   it("treats an unknown error inside HTTP 200, and an unreadable 200, as ambiguous (an instance may exist)", async () => {
