@@ -350,3 +350,21 @@ export function instanceAccess(instance: VastInstance): Access {
   const ssh = sshHost && instance.ssh_port ? { host: sshHost, port: instance.ssh_port } : null;
   return { urls, ssh };
 }
+
+/**
+ * `GET /api/v0/charges/` (vast-ai/docs `show-charges`; vast-cli `vastai/api/billing.py`
+ * `show_invoices_v1` with `charges`): one result per contract with its charge in the `day` window,
+ * USD; `source` is `instance-<id>` for an instance.
+ */
+export const ChargesResponseSchema = z.object({
+  results: z
+    .array(
+      z.object({
+        type: z.string().nullish(),
+        source: z.string().nullish(),
+        amount: z.number(),
+      }),
+    )
+    .nullish(),
+  next_token: z.string().nullish(),
+});

@@ -13,7 +13,7 @@ export const VAST_FAKE_KEY = "vast-test-key-0123456789abcdef";
 /** What `/users/current/` echoes as `api_key`: a secret that is not the key we call with. */
 export const VAST_ECHOED_API_KEY = "vastmaster0f1e2d3c4b5a69788796a5b4c3d2e1f0";
 
-export type VastOperation = "offers" | "create" | "show" | "destroy" | "list" | "user";
+export type VastOperation = "offers" | "create" | "show" | "destroy" | "list" | "user" | "charges";
 
 export type VastFault =
   | { kind: "http"; status: 500 | 502 | 503 | 504 | 429; body?: string }
@@ -69,6 +69,8 @@ export interface VastQuirks {
    * (`vast.py` `wait_for_instance`, `vastai/cli/commands/machines.py`).
    */
   showLagMs: number;
+  /** what Vast charges per instance, as a share of dph_total × its billed time (1 = the ledger's own count) */
+  chargeFactor: number;
 }
 
 export const defaultVastQuirks = (): VastQuirks => ({
@@ -85,6 +87,7 @@ export const defaultVastQuirks = (): VastQuirks => ({
   ollamaDelayMs: 0,
   listingLagMs: 0,
   showLagMs: 0,
+  chargeFactor: 1,
 });
 
 /** One offer as `/bundles/` sends it (only the fields the fake needs typed). */
@@ -387,6 +390,7 @@ export class VastFake implements FakeService {
     if (method === "POST" && path === "/api/v0/bundles/") return { operation: "offers", id: null };
     if (method === "GET" && path === "/api/v0/users/current/") return { operation: "user", id: null };
     if (method === "GET" && path === "/api/v1/instances/") return { operation: "list", id: null };
+    if (method === "GET" && path === "/api/v0/charges/") return { operation: "charges", id: null };
     const ask = /^\/api\/v0\/asks\/(\d+)\/$/.exec(path);
     if (method === "PUT" && ask?.[1]) return { operation: "create", id: ask[1] };
     const instance = /^\/api\/v0\/instances\/(\d+)\/$/.exec(path);
@@ -483,6 +487,8 @@ export class VastFake implements FakeService {
         return this.destroy(id ?? "");
       case "list":
         return this.list(url);
+      case "charges":
+        return this.charges(url);
       case "user":
         return json({
           id: 424242,
@@ -789,6 +795,74 @@ export class VastFake implements FakeService {
       next_token: nextOffset < all.length ? btoa(String(nextOffset)) : null,
       instances: page.length === 0 && this.quirks.nullEmptyList ? null : page,
     });
+  }
+
+  /**
+   * `GET /api/v0/charges/` as vast-ai/docs `show-charges` gives it and vast-cli `show invoices-v1 --charges`
+   * reads it (`vastai/api/billing.py` `show_invoices_v1`): select_filters `day` (unix seconds,
+   * required) and `type`; one result per instance with its charge inside the window, `source`
+   * `instance-<id>`; limit ≤ 100, paged by next_token / after_token. Billed: dph_total from the
+   * create until the destroy (or the exit), times `chargeFactor`.
+   */
+  private charges(url: URL): Response {
+    const limit = Number(url.searchParams.get("limit") ?? "20");
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100)
+      return json({ error: "invalid_request", msg: "Error in query parameters: limit must be between 1 and 100" }, 400);
+    let filters: Record<string, unknown>;
+    try {
+      const parsed: unknown = JSON.parse(url.searchParams.get("select_filters") ?? "");
+      if (!isObject(parsed)) throw new Error("not an object");
+      filters = parsed;
+    } catch {
+      return json({ error: "invalid_request", msg: "Error in query parameters: select_filters is required" }, 400);
+    }
+    const day = isObject(filters.day) ? filters.day : null;
+    if (!day || typeof day.gte !== "number" || typeof day.lte !== "number")
+      return json({ error: "invalid_request", msg: "Error in query parameters: day is required" }, 400);
+    const types = isObject(filters.type) && Array.isArray(filters.type.in) ? filters.type.in : null;
+    const windowFrom = day.gte * 1000;
+    const windowTo = (day.lte + 1) * 1000;
+    const results: Record<string, unknown>[] = [];
+    if (!types || types.includes("instance")) {
+      for (const m of this.model.machines.values()) {
+        const billedUntil = Math.min(
+          this.model.now(),
+          m.terminateRequestedAt ?? Number.POSITIVE_INFINITY,
+          m.exitedAt ?? Number.POSITIVE_INFINITY,
+        );
+        const from = Math.max(windowFrom, m.createdAt);
+        const to = Math.min(windowTo, billedUntil);
+        if (to <= from) continue;
+        const hours = (to - from) / 3_600_000;
+        const amount = Math.round(m.pricePerHour * hours * this.quirks.chargeFactor * 1000) / 1000;
+        results.push({
+          start: Math.floor(from / 1000),
+          end: Math.floor(to / 1000),
+          type: "instance",
+          source: `instance-${m.id}`,
+          description: `Instance ${m.id} Charges`,
+          amount,
+          metadata: { label: m.label },
+          items: [
+            {
+              start: Math.floor(from / 1000),
+              end: Math.floor(to / 1000),
+              type: "gpu",
+              source: null,
+              description: `${hours.toFixed(3)} hours at $${m.pricePerHour}/hour`,
+              amount,
+              metadata: {},
+              items: [],
+            },
+          ],
+        });
+      }
+    }
+    const token = url.searchParams.get("after_token");
+    const offset = token ? Number(atob(token)) : 0;
+    const page = results.slice(offset, offset + limit);
+    const next = offset + limit < results.length ? btoa(String(offset + limit)) : null;
+    return json({ success: true, count: page.length, total: results.length, next_token: next, results: page });
   }
 
   /** The instance as `GET /api/v0/instances/{id}/` shows it, for the model's current state. */
