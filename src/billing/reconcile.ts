@@ -6,7 +6,7 @@ import type { Services } from "../services";
 
 /** Leases looked at per reaper cron: each is one billing call and one D1 batch (subrequest budget). */
 const LEASES_PER_RUN = 5;
-/** A lease's bill is read again after this long (RunPod books usage with a delay). */
+/** A lease's bill is read again after this long (providers book usage with a delay). */
 const RECHECK_MS = 60 * 60_000;
 /** How long after a lease stopped its bill is still read. */
 const SETTLE_MS = 2 * 86_400_000;
@@ -21,7 +21,7 @@ export interface ReconcileResult {
 
 /**
  * Reads what the provider itself billed for the ledger's leases, where it reports it per machine
- * (RunPod REST `/v2/billing/pods`, via the adapter's `billedDays`), and stores it per lease and UTC
+ * (RunPod REST `/v2/billing/pods`, Vast.ai `/api/v0/charges/`, via the adapter's `billedDays`), and stores it per lease and UTC
  * day. A stopped lease whose bill differs from the ledger's cost by more than 5 % gets a
  * `billing_drift` event (once, when it first crosses). Called after the reaper run in the reaper
  * cron; a failed read is reported per lease, never thrown.

@@ -61,6 +61,8 @@ export interface LoopState {
   teardownOf: string | null;
   /** when this teardown's machine was verified gone (its cost ends there) while other creates stay open */
   machineGoneAt: number | null;
+  /** a read has shown the machine (absent in state stored before it existed: not yet seen) */
+  machineSeen?: boolean;
 }
 
 export const initialLoopState: LoopState = {
@@ -237,6 +239,20 @@ export function decideAfterPoll(
   };
 }
 
+/**
+ * How long after its rent a machine that no read has shown yet may read "gone" without being
+ * taken for gone: vast-cli's wait for a new instance retries an empty answer for its whole 900 s
+ * (docs/architecture.md#fresh-machine-grace). A machine that never existed bills nothing meanwhile.
+ */
+export const FRESH_MACHINE_GRACE_MS = 15 * 60_000;
+const NOT_SHOWN_YET = "the provider does not show the new machine yet; waiting for it";
+
+/** The grace's end; never past the start timeout, which ends a machine that does not come up anyway. */
+function freshUntil(lease: LeaseRow, s: KeeperSettings): number {
+  const rentedAt = Date.parse(lease.rented_at ?? lease.created_at);
+  return Number.isFinite(rentedAt) ? rentedAt + Math.min(FRESH_MACHINE_GRACE_MS, s.startTimeoutMs) : 0;
+}
+
 function decideFromPoll(lease: LeaseRow, loop: LoopState, poll: PollResult, now: number, s: KeeperSettings): Decision {
   const events: NewEvent[] = [];
   const seen = (summary: string, event: NewEvent) => {
@@ -260,6 +276,19 @@ function decideFromPoll(lease: LeaseRow, loop: LoopState, poll: PollResult, now:
     goneReads: status.state === "gone" ? (loop.goneReads ?? 0) + 1 : 0,
   };
   const cost = currentCost(lease, nextLoop, now, status.cost);
+
+  if (status.state === "gone" && !loop.machineSeen && lease.status === "provisioning" && now < freshUntil(lease, s)) {
+    // Vast shows `{"instances": null}` for an instance it has just made; vast-cli retries it
+    // (docs/architecture.md#fresh-machine-grace): not gone before it was ever seen, within the grace.
+    return {
+      patch: cost !== lease.cost ? { cost } : {},
+      events,
+      loop: { ...nextLoop, goneReads: 0, lastSeen: seen("not_shown_yet", { kind: "booting", detail: NOT_SHOWN_YET }) },
+      nextAlarmAt: nextPollAt(lease, nextLoop, now, s),
+      teardownNow: false,
+    };
+  }
+  if (status.state !== "gone") nextLoop.machineSeen = true;
 
   if (status.state === "gone" && nextLoop.goneReads < 2) {
     // A status that flaps between running and gone would otherwise kill a healthy machine's

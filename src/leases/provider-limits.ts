@@ -5,7 +5,7 @@ import type { LeaseInput } from "./schema";
 
 /**
  * Drops the offers whose provider cannot take this env or cmd (Vast.ai: 256 characters per env
- * value, 4096 of args), asking each adapter's `validateSpec`; a 400 naming the limits when no
+ * value, 32,768 of env in total, 4096 of args), asking each adapter's `validateSpec`; a 400 naming the limits when no
  * offer is left. Runs before the lease is stored, so nothing is rented with a spec that would fail.
  */
 export function withinProviderLimits(

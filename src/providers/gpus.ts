@@ -13,7 +13,10 @@ export interface GpuSpec {
   vendor: "nvidia" | "amd";
   runpod: string[];
   vramfarm: string[];
-  /** normalised Vast.ai gpu_name values (see normaliseGpuName) */
+  /**
+   * Vast.ai gpu_name values as Vast spells them, for its `gpu_name: {"in": [...]}` filter (gpuhunt
+   * `GPU_MAPPING`, `GPU_MAPPING_RULES`); matched here after normaliseGpuName.
+   */
   vast: string[];
 }
 
@@ -28,56 +31,56 @@ const spec = (
 ): GpuSpec => ({ key, name, vram_gb, bandwidth_gbs, vendor, runpod, vramfarm: [key], vast });
 
 export const GPU_SPECS: readonly GpuSpec[] = [
-  spec("b200", "B200", 180, 8000, ["NVIDIA B200"], ["b200"]),
-  spec("h200", "H200 SXM", 141, 4800, ["NVIDIA H200"], ["h200", "h200sxm"]),
-  spec("h200-nvl", "H200 NVL", 141, 4800, ["NVIDIA H200 NVL"], ["h200nvl"]),
-  spec("h100-nvl", "H100 NVL", 94, 3900, ["NVIDIA H100 NVL"], ["h100nvl"]),
-  spec("h100-sxm", "H100 SXM", 80, 3350, ["NVIDIA H100 80GB HBM3"], ["h100sxm"]),
-  spec("h100-pcie", "H100 PCIe", 80, 2000, ["NVIDIA H100 PCIe"], ["h100pcie"]),
-  spec("a100-sxm-80gb", "A100 SXM 80GB", 80, 2039, ["NVIDIA A100-SXM4-80GB"], ["a100sxm4", "a100sxm"]),
-  spec("a100-pcie-80gb", "A100 PCIe 80GB", 80, 1935, ["NVIDIA A100 80GB PCIe"], ["a100pcie"]),
-  spec("a100-pcie-40gb", "A100 PCIe 40GB", 40, 1555, ["NVIDIA A100-PCIE-40GB"], ["a100pcie40gb"]),
-  spec("mi300x", "MI300X", 192, 5300, ["AMD Instinct MI300X OAM"], ["instinctmi300x", "mi300x"], "amd"),
+  spec("B200", "B200", 180, 8000, ["NVIDIA B200"], ["B200"]),
+  spec("h200", "H200 SXM", 141, 4800, ["NVIDIA H200"], ["H200", "H200 SXM"]),
+  spec("h200-nvl", "H200 NVL", 141, 4800, ["NVIDIA H200 NVL"], ["H200 NVL"]),
+  spec("h100-nvl", "H100 NVL", 94, 3900, ["NVIDIA H100 NVL"], ["H100 NVL"]),
+  spec("h100-sxm", "H100 SXM", 80, 3350, ["NVIDIA H100 80GB HBM3"], ["H100 SXM"]),
+  spec("h100-pcie", "H100 PCIe", 80, 2000, ["NVIDIA H100 PCIe"], ["H100 PCIE"]),
+  spec("a100-sxm-80gb", "A100 SXM 80GB", 80, 2039, ["NVIDIA A100-SXM4-80GB"], ["A100 SXM4", "A100 SXM"]),
+  spec("a100-pcie-80gb", "A100 PCIe 80GB", 80, 1935, ["NVIDIA A100 80GB PCIe"], ["A100 PCIE"]),
+  spec("a100-pcie-40gb", "A100 PCIe 40GB", 40, 1555, ["NVIDIA A100-PCIE-40GB"], ["A100 PCIE 40GB"]),
+  spec("mi300x", "MI300X", 192, 5300, ["AMD Instinct MI300X OAM"], ["Instinct MI300X", "MI300X"], "amd"),
   spec(
     "rtx-pro-6000",
     "RTX PRO 6000",
     96,
     1792,
     ["NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"],
-    ["rtxpro6000", "rtxpro6000s", "rtxpro6000ws"],
+    ["RTX PRO 6000", "RTX PRO 6000 S", "RTX PRO 6000 WS"],
   ),
-  spec("rtx-pro-5000", "RTX PRO 5000", 48, 1344, ["NVIDIA RTX PRO 5000 Blackwell"], ["rtxpro5000"]),
-  spec("rtx-6000-ada", "RTX 6000 Ada", 48, 960, ["NVIDIA RTX 6000 Ada Generation"], ["rtx6000ada"]),
+  spec("rtx-pro-5000", "RTX PRO 5000", 48, 1344, ["NVIDIA RTX PRO 5000 Blackwell"], ["RTX PRO 5000"]),
+  spec("rtx-6000-ada", "RTX 6000 Ada", 48, 960, ["NVIDIA RTX 6000 Ada Generation"], ["RTX 6000Ada"]),
   // RunPod lists it as "RTX PRO 4500" in places; its gpuTypeId carries "Blackwell" (docs/providers.md#gpu-names).
-  spec("rtx-pro-4500", "RTX PRO 4500", 32, 896, ["NVIDIA RTX PRO 4500 Blackwell"], ["rtxpro4500"]),
-  spec("rtx-pro-4000", "RTX PRO 4000", 24, 672, [], ["rtxpro4000"]),
-  spec("l40s", "L40S", 48, 864, ["NVIDIA L40S"], ["l40s"]),
-  spec("l40", "L40", 48, 864, ["NVIDIA L40"], ["l40"]),
-  spec("rtx-a6000", "RTX A6000", 48, 768, ["NVIDIA RTX A6000"], ["rtxa6000"]),
-  spec("a40", "A40", 48, 696, ["NVIDIA A40"], ["a40"]),
-  spec("rtx-5090", "RTX 5090", 32, 1792, ["NVIDIA GeForce RTX 5090"], ["rtx5090"]),
-  spec("rtx-5080", "RTX 5080", 16, 960, ["NVIDIA GeForce RTX 5080"], ["rtx5080"]),
-  spec("rtx-4090", "RTX 4090", 24, 1008, ["NVIDIA GeForce RTX 4090"], ["rtx4090"]),
-  spec("rtx-4080-super", "RTX 4080 SUPER", 16, 736, ["NVIDIA GeForce RTX 4080 SUPER"], ["rtx4080super", "rtx4080s"]),
-  spec("rtx-4080", "RTX 4080", 16, 717, ["NVIDIA GeForce RTX 4080"], ["rtx4080"]),
-  spec("rtx-3090-ti", "RTX 3090 Ti", 24, 1008, ["NVIDIA GeForce RTX 3090 Ti"], ["rtx3090ti"]),
-  spec("rtx-3090", "RTX 3090", 24, 936, ["NVIDIA GeForce RTX 3090"], ["rtx3090"]),
-  spec("rtx-a5000", "RTX A5000", 24, 768, ["NVIDIA RTX A5000"], ["rtxa5000"]),
-  spec("rtx-a4500", "RTX A4500", 20, 640, ["NVIDIA RTX A4500"], ["rtxa4500"]),
-  spec("rtx-a4000", "RTX A4000", 16, 448, ["NVIDIA RTX A4000"], ["rtxa4000"]),
-  spec("rtx-4000-ada", "RTX 4000 Ada", 20, 360, ["NVIDIA RTX 4000 Ada Generation"], ["rtx4000ada"]),
-  spec("rtx-2000-ada", "RTX 2000 Ada", 16, 224, ["NVIDIA RTX 2000 Ada Generation"], ["rtx2000ada"]),
-  spec("a30", "A30", 24, 933, ["NVIDIA A30"], ["a30"]),
-  spec("l4", "L4", 24, 300, ["NVIDIA L4"], ["l4"]),
-  spec("a10", "A10", 24, 600, [], ["a10"]),
-  spec("t4", "Tesla T4", 16, 320, [], ["teslat4", "t4"]),
-  spec("rtx-3080-ti", "RTX 3080 Ti", 12, 912, ["NVIDIA GeForce RTX 3080 Ti"], ["rtx3080ti"]),
-  spec("rtx-3080", "RTX 3080", 10, 760, ["NVIDIA GeForce RTX 3080"], ["rtx3080"]),
-  spec("v100", "Tesla V100", 16, 900, ["Tesla V100-SXM2-16GB", "Tesla V100-PCIE-16GB"], ["teslav100", "v100"]),
-  spec("v100-32gb", "Tesla V100 32GB", 32, 900, ["Tesla V100-SXM2-32GB"], ["teslav100sxm232gb"]),
+  spec("rtx-pro-4500", "RTX PRO 4500", 32, 896, ["NVIDIA RTX PRO 4500 Blackwell"], ["RTX PRO 4500"]),
+  spec("rtx-pro-4000", "RTX PRO 4000", 24, 672, [], ["RTX PRO 4000"]),
+  spec("l40s", "L40S", 48, 864, ["NVIDIA L40S"], ["L40S"]),
+  spec("l40", "L40", 48, 864, ["NVIDIA L40"], ["L40"]),
+  spec("rtx-a6000", "RTX A6000", 48, 768, ["NVIDIA RTX A6000"], ["RTX A6000"]),
+  spec("a40", "A40", 48, 696, ["NVIDIA A40"], ["A40"]),
+  spec("rtx-5090", "RTX 5090", 32, 1792, ["NVIDIA GeForce RTX 5090"], ["RTX 5090"]),
+  spec("rtx-5080", "RTX 5080", 16, 960, ["NVIDIA GeForce RTX 5080"], ["RTX 5080"]),
+  spec("rtx-4090", "RTX 4090", 24, 1008, ["NVIDIA GeForce RTX 4090"], ["RTX 4090"]),
+  spec("rtx-4080-super", "RTX 4080 SUPER", 16, 736, ["NVIDIA GeForce RTX 4080 SUPER"], ["RTX 4080 SUPER", "RTX 4080S"]),
+  spec("rtx-4080", "RTX 4080", 16, 717, ["NVIDIA GeForce RTX 4080"], ["RTX 4080"]),
+  spec("rtx-3090-ti", "RTX 3090 Ti", 24, 1008, ["NVIDIA GeForce RTX 3090 Ti"], ["RTX 3090 Ti"]),
+  spec("rtx-3090", "RTX 3090", 24, 936, ["NVIDIA GeForce RTX 3090"], ["RTX 3090"]),
+  spec("rtx-a5000", "RTX A5000", 24, 768, ["NVIDIA RTX A5000"], ["RTX A5000"]),
+  spec("rtx-a4500", "RTX A4500", 20, 640, ["NVIDIA RTX A4500"], ["RTX A4500"]),
+  spec("rtx-a4000", "RTX A4000", 16, 448, ["NVIDIA RTX A4000"], ["RTX A4000"]),
+  spec("rtx-4000-ada", "RTX 4000 Ada", 20, 360, ["NVIDIA RTX 4000 Ada Generation"], ["RTX 4000Ada"]),
+  spec("rtx-2000-ada", "RTX 2000 Ada", 16, 224, ["NVIDIA RTX 2000 Ada Generation"], ["RTX 2000Ada"]),
+  spec("a30", "A30", 24, 933, ["NVIDIA A30"], ["A30"]),
+  spec("l4", "L4", 24, 300, ["NVIDIA L4"], ["L4"]),
+  spec("a10", "A10", 24, 600, [], ["A10"]),
+  spec("t4", "Tesla T4", 16, 320, [], ["Tesla T4", "T4"]),
+  spec("rtx-3080-ti", "RTX 3080 Ti", 12, 912, ["NVIDIA GeForce RTX 3080 Ti"], ["RTX 3080 Ti"]),
+  spec("rtx-3080", "RTX 3080", 10, 760, ["NVIDIA GeForce RTX 3080"], ["RTX 3080"]),
+  spec("v100", "Tesla V100", 16, 900, ["Tesla V100-SXM2-16GB", "Tesla V100-PCIE-16GB"], ["Tesla V100", "V100"]),
+  spec("v100-32gb", "Tesla V100 32GB", 32, 900, ["Tesla V100-SXM2-32GB"], ["Tesla V100-SXM2-32GB"]),
 ];
 
-/** Lower case, alphanumerics only, vendor words dropped: "NVIDIA GeForce RTX 4090" -> "rtx4090". */
+/** Lower case, alphanumerics only, vendor words dropped: "NVIDIA GeForce RTX 4090" -> "RTX 4090". */
 export function normaliseGpuName(name: string): string {
   return name
     .toLowerCase()
@@ -87,7 +90,7 @@ export function normaliseGpuName(name: string): string {
 
 const byRunpodId = new Map(GPU_SPECS.flatMap((s) => s.runpod.map((id) => [id, s] as const)));
 const byVramfarmSlug = new Map(GPU_SPECS.flatMap((s) => s.vramfarm.map((id) => [id, s] as const)));
-const byVastName = new Map(GPU_SPECS.flatMap((s) => s.vast.map((id) => [id, s] as const)));
+const byVastName = new Map(GPU_SPECS.flatMap((s) => s.vast.map((name) => [normaliseGpuName(name), s] as const)));
 const byKey = new Map(GPU_SPECS.map((s) => [s.key, s] as const));
 
 /** The spec for a provider's own GPU identifier, or undefined when the card is not in the table. */

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { gpuSpecFor } from "./gpus";
+import { GPU_SPECS, gpuSpecFor, normaliseGpuName } from "./gpus";
 import { OLLAMA_PORT } from "./ollama";
 import { OLLAMA_START_ENTRYPOINT, OLLAMA_START_SCRIPT, pullsModel } from "./ollama-start";
 import type { Access, MachineSpec, MachineState, OfferQuery, ProviderOffer } from "./types";
@@ -10,11 +10,13 @@ import type { Access, MachineSpec, MachineState, OfferQuery, ProviderOffer } fro
  * `api_key` that `/users/current/` echoes).
  */
 
-const clamp = (value: number, min: number, max: number) => Math.min(max, Math.max(min, value));
-
-/** Container disk for the weights (docs/providers.md#sizing): clamp(1.35 × weights + 30, 25, 900) GB. */
+/**
+ * The one container disk for the weights that search (`disk_space`), price (`allocated_storage`) and
+ * create (`disk`) all use, as gpuhunt and SkyPilot do (docs/providers.md#vast-offers): the disk a lease
+ * asks when it names none (`storedSpec` in src/leases/create.ts), max(40, 2 × weights + 20) GB.
+ */
 export function vastDiskGb(weightsGb: number): number {
-  return clamp(Math.floor(Math.max(0, weightsGb) * 1.35) + 30, 25, 900);
+  return Math.max(40, Math.ceil(Math.max(0, weightsGb) * 2) + 20);
 }
 
 /** Mining cards (CMP) and old cards, avoided (docs/providers.md#vast-offers). */
@@ -25,8 +27,32 @@ export function isUnwantedGpu(gpuName: string): boolean {
   return UNWANTED_GPU.some((part) => name.includes(part));
 }
 
-/** The cheapest offers first; the client-side gpu filter needs more than the earlier module's 12 (docs/providers.md#vast-offers). */
+/** The cheapest offers first, after Vast has applied every filter, the GPU name among them (docs/providers.md#vast-offers). */
 const OFFER_LIMIT = 64;
+/** A GPU filter the table cannot spell in Vast's names is checked here over this many offers (gpuhunt's 3000). */
+const UNMAPPED_NAME_LIMIT = 3000;
+
+/** The user's gpu filter (a case-insensitive substring, spacing ignored) matches this name. */
+function nameMatches(name: string, filter: string): boolean {
+  const wanted = normaliseGpuName(filter);
+  return (
+    name.toLowerCase().includes(filter.trim().toLowerCase()) ||
+    (wanted !== "" && normaliseGpuName(name).includes(wanted))
+  );
+}
+
+/**
+ * Vast's own spellings of every card the gpu filter names ("h100" -> "H100 SXM", "H100 PCIE", ...),
+ * for `gpu_name: {"in": [...]}` (gpuhunt `make_filters`); empty when the table knows none.
+ */
+export function vastGpuNames(filter: string): string[] {
+  const names = new Set<string>();
+  for (const spec of GPU_SPECS) {
+    const bySpec = nameMatches(spec.name, filter) || nameMatches(spec.key, filter);
+    for (const name of spec.vast) if (bySpec || nameMatches(name, filter)) names.add(name);
+  }
+  return [...names];
+}
 
 /** The `POST /api/v0/bundles/` body for a query. */
 export function bundlesQuery(query: OfferQuery, minCudaVersion = 12.4): Record<string, unknown> {
@@ -51,6 +77,13 @@ export function bundlesQuery(query: OfferQuery, minCudaVersion = 12.4): Record<s
   body.type = "on-demand";
   body.order = [["dph_total", "asc"]];
   body.limit = OFFER_LIMIT;
+  if (query.gpu) {
+    // Vast filters the names before its limit: a local filter over the 64 cheapest offers loses
+    // every card that is not among them (gpuhunt sends gpu_name "in", and limit 3000 when it cannot map a name).
+    const names = vastGpuNames(query.gpu);
+    if (names.length > 0) body.gpu_name = { in: names };
+    else body.limit = UNMAPPED_NAME_LIMIT;
+  }
   // dph_total includes storage for allocated_storage: price the disk the lease will really get.
   body.allocated_storage = disk;
   return body;
@@ -83,7 +116,8 @@ export function toOffer(offer: VastOffer, query: OfferQuery): ProviderOffer | nu
   if (isUnwantedGpu(offer.gpu_name)) return null;
   const vramGb = Math.round(offer.gpu_total_ram / 100) / 10;
   // The bundles filters should already hold; checked again so a loose answer cannot slip through.
-  if (query.gpu && !offer.gpu_name.toLowerCase().includes(query.gpu.toLowerCase())) return null;
+  if (query.gpu && !nameMatches(offer.gpu_name, query.gpu) && !vastGpuNames(query.gpu).includes(offer.gpu_name))
+    return null;
   if (query.vram_gb !== undefined && offer.gpu_total_ram < query.vram_gb * 1000) return null;
   if (query.gpu_count !== undefined && offer.num_gpus !== query.gpu_count) return null;
   if (query.max_price_usd !== undefined && offer.dph_total > query.max_price_usd) return null;
@@ -137,6 +171,7 @@ export function createBody(spec: MachineSpec): Record<string, unknown> {
   return {
     client_id: "me",
     image: spec.image,
+    // The size searched and priced; only a lease that names a larger disk asks more (docs/providers.md#vast-offers).
     disk: Math.max(spec.disk_gb, vastDiskGb(spec.weights_gb)),
     label: spec.label,
     env,
@@ -202,10 +237,14 @@ export const UserResponseSchema = z
 
 /** Vast's create limits (vast-ai/docs create_instance.yaml): checked before anything is rented. */
 export const ENV_VALUE_MAX = 256;
+/** `max_total_length` of `env`, read as its names and values together (port keys and gpulease's own included). */
+export const ENV_TOTAL_MAX = 32_768;
 export const ARGS_TOTAL_MAX = 4096;
 
 /** The spec's problems against Vast's create limits, in plain words. */
-export function vastSpecProblems(spec: Pick<MachineSpec, "env" | "cmd" | "template">): string[] {
+export function vastSpecProblems(
+  spec: Pick<MachineSpec, "env" | "cmd" | "template"> & Partial<Pick<MachineSpec, "ports">>,
+): string[] {
   const problems: string[] = [];
   for (const [key, value] of Object.entries(spec.env))
     if (value.length > ENV_VALUE_MAX)
@@ -215,13 +254,19 @@ export function vastSpecProblems(spec: Pick<MachineSpec, "env" | "cmd" | "templa
     template: spec.template,
     image: "x",
     cmd: spec.cmd,
-    env: {},
-    ports: [],
+    env: spec.env,
+    ports: spec.ports ?? [],
     disk_gb: 1,
     weights_gb: 0,
     context_length: null,
     max_minutes: 1,
   });
+  const envLength = Object.entries(body.env as Record<string, string>).reduce(
+    (n, [k, v]) => n + k.length + v.length,
+    0,
+  );
+  if (envLength > ENV_TOTAL_MAX)
+    problems.push(`env: Vast.ai takes at most ${ENV_TOTAL_MAX} characters of env in total (${envLength} given)`);
   const argsLength =
     ((body.args as string[] | null) ?? []).join(" ").length + ((body.onstart as string | null) ?? "").length;
   if (argsLength > ARGS_TOTAL_MAX)
@@ -305,3 +350,21 @@ export function instanceAccess(instance: VastInstance): Access {
   const ssh = sshHost && instance.ssh_port ? { host: sshHost, port: instance.ssh_port } : null;
   return { urls, ssh };
 }
+
+/**
+ * `GET /api/v0/charges/` (vast-ai/docs `show-charges`; vast-cli `vastai/api/billing.py`
+ * `show_invoices_v1` with `charges`): one result per contract with its charge in the `day` window,
+ * USD; `source` is `instance-<id>` for an instance.
+ */
+export const ChargesResponseSchema = z.object({
+  results: z
+    .array(
+      z.object({
+        type: z.string().nullish(),
+        source: z.string().nullish(),
+        amount: z.number(),
+      }),
+    )
+    .nullish(),
+  next_token: z.string().nullish(),
+});

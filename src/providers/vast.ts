@@ -3,6 +3,7 @@ import { HttpClient, type HttpResponse, ProviderError } from "./http";
 import { probeOllama } from "./ollama";
 import type {
   Balance,
+  BilledDay,
   MachineSpec,
   MachineStatus,
   OfferQuery,
@@ -16,6 +17,7 @@ import type {
 import {
   BundlesResponseSchema,
   bundlesQuery,
+  ChargesResponseSchema,
   type CreateResponse,
   CreateResponseSchema,
   createBody,
@@ -62,8 +64,20 @@ const MAX_PAGES = 200;
 /** The offer search: 10 requests a minute (search_offers.yaml x-rate-limit, docs/providers.md#vast-rate-limits). */
 const SEARCH_BUDGET = { limit: 10, windowMs: 60_000 };
 
-/** Vast's create endpoint wants 4.5 s between calls and sends no Retry-After (docs/providers.md#vast-rate-limits). */
-const CREATE_RATE_WAIT_MS = 5_000;
+/**
+ * Vast's create endpoint wants 4.5 s between calls and locks a caller out for 12 s ("penalty: 12",
+ * read as seconds) after one inside it, with no Retry-After (docs/providers.md#vast-rate-limits):
+ * the one repeat waits the lockout out, with a second to spare.
+ */
+const CREATE_RATE_WAIT_MS = 13_000;
+
+/** The charges endpoint's largest page (vast-cli `show_invoices_v1`: "max 100"). */
+const CHARGES_LIMIT = 100;
+/** Pages of one day's charges read before the read gives up rather than report part of a bill. */
+const CHARGES_MAX_PAGES = 20;
+/** Days of one lease's bill read in one call: a longer span is an error, not a partial bill. */
+const CHARGES_MAX_DAYS = 35;
+const DAY_MS = 86_400_000;
 
 /** Vast.ai over REST (docs/providers.md#vastai). */
 export function createVastProvider(options: VastOptions): Provider {
@@ -133,6 +147,51 @@ export function createVastProvider(options: VastOptions): Provider {
       afterToken = next;
     }
     throw http.error("api", `list instances: more than ${MAX_PAGES} pages`);
+  };
+
+  /** What Vast charged instance `ref` in one UTC day, following next_token; null when it charged nothing. */
+  const chargedOn = async (ref: string, day: number): Promise<number | null> => {
+    const source = `instance-${ref}`;
+    let total: number | null = null;
+    let afterToken: string | null = null;
+    for (let page = 0; page < CHARGES_MAX_PAGES; page++) {
+      const params = new URLSearchParams();
+      // `day` is required, in unix seconds, both ends inclusive; only instance contracts.
+      params.set(
+        "select_filters",
+        JSON.stringify({ day: { gte: day / 1000, lte: day / 1000 + 86_399 }, type: { in: ["instance"] } }),
+      );
+      params.set("latest_first", "false");
+      params.set("limit", String(CHARGES_LIMIT));
+      if (afterToken) params.set("after_token", afterToken);
+      const response = await http.send({ method: "GET", url: url(`/api/v0/charges/?${params}`) });
+      if (response.status !== 200) throw http.unexpected(response, "read charges");
+      const body = http.parse(response, ChargesResponseSchema, "read charges");
+      for (const result of body.results ?? []) if (result.source === source) total = (total ?? 0) + result.amount;
+      const next = body.next_token ?? null;
+      if (!next) return total;
+      if (next === afterToken) throw http.error("api", "read charges: next_token repeats; paging would never end");
+      afterToken = next;
+    }
+    throw http.error("api", `read charges: more than ${CHARGES_MAX_PAGES} pages in a day`);
+  };
+
+  const billedDays = async (ref: string, from: string, to: string): Promise<BilledDay[]> => {
+    instanceId(ref);
+    const first = Math.floor(Date.parse(from) / DAY_MS) * DAY_MS;
+    const last = Math.floor(Date.parse(to) / DAY_MS) * DAY_MS;
+    if (!Number.isFinite(first) || !Number.isFinite(last))
+      throw http.error("api", `read charges: bad range ${from}..${to}`);
+    if ((last - first) / DAY_MS >= CHARGES_MAX_DAYS)
+      throw http.error("api", `read charges: more than ${CHARGES_MAX_DAYS} days to read`);
+    const days: BilledDay[] = [];
+    // One query per UTC day: Vast sums a contract's charges over the window it is asked for.
+    for (let day = first; day <= last; day += DAY_MS) {
+      const amount = await chargedOn(ref, day);
+      if (amount !== null)
+        days.push({ day: new Date(day).toISOString().slice(0, 10), amount: Math.round(amount * 1e6) / 1e6 });
+    }
+    return days;
   };
 
   const toOwn = (instance: VastInstance): OwnMachine => ({
@@ -221,6 +280,9 @@ export function createVastProvider(options: VastOptions): Provider {
     async rent(offer: ProviderOffer, spec: MachineSpec): Promise<RentResult> {
       const askId = /^vast:(\d+)$/.exec(offer.offer_id)?.[1];
       if (!askId) return { ok: false, kind: "rejected", error: `not a Vast offer: ${offer.offer_id}` };
+      // The spec as sent (gpulease's own env and the port keys included) against Vast's create limits.
+      const problems = vastSpecProblems(spec);
+      if (problems.length > 0) return { ok: false, kind: "rejected", error: problems.join("; ") };
       let response: HttpResponse;
       try {
         // Never retried blindly: a repeat after a lost answer could rent a second machine.
@@ -289,6 +351,8 @@ export function createVastProvider(options: VastOptions): Provider {
     },
 
     terminate: destroy,
+
+    billedDays,
 
     async findByLabel(label: string): Promise<OwnMachine | null> {
       const instances = await listAll({ label: { eq: label } });

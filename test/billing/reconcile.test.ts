@@ -14,6 +14,7 @@ const REAPER = "*/10 * * * *";
 const HOUR = 3_600_000;
 
 let runpod: RunpodFake;
+let vast: VastFake;
 let fakes: InstalledFakes;
 let start = Date.parse("2032-02-01T08:00:00Z");
 
@@ -21,12 +22,13 @@ beforeEach(() => {
   start += 7 * 24 * HOUR;
   useFakeClock(start);
   runpod = new RunpodFake();
-  fakes = installFakes(runpod, new VastFake());
+  vast = new VastFake();
+  fakes = installFakes(runpod, vast);
 });
 afterEach(() => fakes.restore());
 
-async function rentedAndStopped(hours: number): Promise<Lease> {
-  const res = await api("/v1/leases", { method: "POST", json: { provider: "runpod", gpu: "4090", max_minutes: 600 } });
+async function rentedAndStopped(hours: number, provider = "runpod"): Promise<Lease> {
+  const res = await api("/v1/leases", { method: "POST", json: { provider, gpu: "4090", max_minutes: 600 } });
   expect(res.status).toBe(202);
   const lease = (await res.json()) as Lease;
   await driveUntil(lease.id, "running");
@@ -100,15 +102,13 @@ describe("billing reconciliation", () => {
   });
 
   it("providers without a per-machine bill are listed with billed: null", async () => {
-    const res = await api("/v1/leases", { method: "POST", json: { provider: "vast", gpu: "4090", max_minutes: 60 } });
-    const lease = (await res.json()) as Lease;
-    await driveUntil(lease.id, "running");
+    const stopped = await rentedAndStopped(1, "sim");
     clock.set(clock.now + HOUR);
-    await api(`/v1/leases/${lease.id}/stop`, { method: "POST" });
-    await driveUntil(lease.id, "stopped");
-    const vast = (await account()).billing.filter((b) => b.provider === "vast");
-    expect(vast.length).toBeGreaterThan(0);
-    expect(vast.every((b) => b.billed === null && b.drift === null && b.ledger > 0)).toBe(true);
+    await fireCron(REAPER, clock.now);
+    expect((await getLease(stopped.id)).billed).toBeNull();
+    const sim = (await account()).billing.filter((b) => b.provider === "sim");
+    expect(sim.length).toBeGreaterThan(0);
+    expect(sim.every((b) => b.billed === null && b.drift === null && b.ledger > 0)).toBe(true);
   });
 
   it("the balance still comes from GraphQL; its failure shows in the account, never fails it", async () => {
@@ -122,5 +122,61 @@ describe("billing reconciliation", () => {
     expect(entry?.balance).toBeNull();
     expect(entry?.error).toMatch(/500/);
     expect(runpod.calls("myself").every((r) => r.transport === "graphql")).toBe(true);
+  });
+});
+
+describe("Vast.ai billing reconciliation", () => {
+  const chargeQueries = () =>
+    vast.requests
+      .filter((r) => r.path === "/api/v0/charges/")
+      .map((r) => JSON.parse(new URL(r.url).searchParams.get("select_filters") ?? "null") as Record<string, unknown>);
+
+  it("stores what Vast charged per instance and day (GET /api/v0/charges/), on the lease and in the account", async () => {
+    const stopped = await rentedAndStopped(2, "vast");
+    expect(stopped.billed).toBeNull();
+    clock.set(clock.now + HOUR);
+    await fireCron(REAPER, clock.now);
+
+    const lease = await getLease(stopped.id);
+    expect(lease.billed).not.toBeNull();
+    expect(Math.abs(lease.billed! - lease.cost) / lease.cost).toBeLessThan(0.05);
+    // One UTC day per query, instance charges only (vast-cli show invoices-v1 --charges).
+    const dayStart = Date.UTC(
+      new Date(start).getUTCFullYear(),
+      new Date(start).getUTCMonth(),
+      new Date(start).getUTCDate(),
+    );
+    expect(chargeQueries()).toContainEqual({
+      day: { gte: dayStart / 1000, lte: dayStart / 1000 + 86_399 },
+      type: { in: ["instance"] },
+    });
+
+    const day = new Date(start).toISOString().slice(0, 10);
+    const row = (await account()).billing.find((b) => b.provider === "vast" && b.day === day);
+    expect(row).toMatchObject({ currency: "USD", billed: lease.billed });
+    expect(row!.drift).toBeCloseTo(row!.billed! - row!.ledger, 4);
+    expect((await events(lease.id)).some((e) => e.kind === "billing_drift")).toBe(false);
+  });
+
+  it("drift above 5 % between Vast's charges and the ledger is an event, once", async () => {
+    vast.quirks.chargeFactor = 1.2;
+    const stopped = await rentedAndStopped(3, "vast");
+    clock.set(clock.now + HOUR);
+    await fireCron(REAPER, clock.now);
+    clock.set(clock.now + 2 * HOUR);
+    await fireCron(REAPER, clock.now);
+    const drift = (await events(stopped.id)).filter((e) => e.kind === "billing_drift");
+    expect(drift).toHaveLength(1);
+    expect(drift[0]!.detail).toMatch(/vast billed .* USD, the ledger counted .* \((19|20)\.\d %\)/);
+  });
+
+  it("only this instance's charges count, across pages of other instances", async () => {
+    for (let i = 0; i < 120; i++) vast.plant({ label: `someone-else-${i}`, dph: 1 });
+    const stopped = await rentedAndStopped(1, "vast");
+    clock.set(clock.now + HOUR);
+    await fireCron(REAPER, clock.now);
+    const lease = await getLease(stopped.id);
+    expect(Math.abs(lease.billed! - lease.cost) / lease.cost).toBeLessThan(0.05);
+    expect(vast.requests.filter((r) => r.path === "/api/v0/charges/").length).toBeGreaterThan(1);
   });
 });

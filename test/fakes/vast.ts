@@ -13,7 +13,7 @@ export const VAST_FAKE_KEY = "vast-test-key-0123456789abcdef";
 /** What `/users/current/` echoes as `api_key`: a secret that is not the key we call with. */
 export const VAST_ECHOED_API_KEY = "vastmaster0f1e2d3c4b5a69788796a5b4c3d2e1f0";
 
-export type VastOperation = "offers" | "create" | "show" | "destroy" | "list" | "user";
+export type VastOperation = "offers" | "create" | "show" | "destroy" | "list" | "user" | "charges";
 
 export type VastFault =
   | { kind: "http"; status: 500 | 502 | 503 | 504 | 429; body?: string }
@@ -63,6 +63,14 @@ export interface VastQuirks {
    * once). Seen at RunPod (docs/providers.md#runpod-ambiguous-create); unconfirmed for Vast, off by default.
    */
   listingLagMs: number;
+  /**
+   * A new instance's own GET answers 200 `{"instances": null}` for this long after its create:
+   * vast-cli's wait loops print "No information returned for instance … Retrying" and go on
+   * (`vast.py` `wait_for_instance`, `vastai/cli/commands/machines.py`).
+   */
+  showLagMs: number;
+  /** what Vast charges per instance, as a share of dph_total × its billed time (1 = the ledger's own count) */
+  chargeFactor: number;
 }
 
 export const defaultVastQuirks = (): VastQuirks => ({
@@ -78,6 +86,8 @@ export const defaultVastQuirks = (): VastQuirks => ({
   nullEmptyList: true,
   ollamaDelayMs: 0,
   listingLagMs: 0,
+  showLagMs: 0,
+  chargeFactor: 1,
 });
 
 /** One offer as `/bundles/` sends it (only the fields the fake needs typed). */
@@ -94,6 +104,8 @@ export interface VastFakeOffer {
   inet_down_cost: number;
   dph_base: number;
   storage_cost: number;
+  /** GB the host has free for a container disk */
+  disk_space: number;
   direct_port_count: number;
   geolocation: string | null;
   verification: "verified" | "unverified";
@@ -103,7 +115,8 @@ export interface VastFakeOffer {
   [field: string]: unknown;
 }
 
-const offer = (
+/** One offer as `/bundles/` lists it, with the fields a test does not care about filled in. */
+export const vastOffer = (
   id: number,
   gpu_name: string,
   num_gpus: number,
@@ -129,6 +142,7 @@ const offer = (
   inet_up_cost: 0.003,
   dph_base,
   storage_cost: 0.2,
+  disk_space: 1024,
   direct_port_count: 24,
   reliability2: 0.9962,
   geolocation: "Oregon, US",
@@ -143,20 +157,25 @@ const offer = (
 
 /** A catalogue with the cards that matter for the quirks: mining and old cards, MB units, multi-GPU. */
 export const defaultVastOffers = (): VastFakeOffer[] => [
-  offer(18463529, "RTX 4090", 1, 24564, 0.35),
-  offer(18463530, "RTX 3090", 1, 24576, 0.18, { gpu_mem_bw: 0, inet_down: 9000, compute_cap: 860, geolocation: null }),
-  offer(18463531, "CMP 170HX", 1, 8192, 0.05, { gpu_mem_bw: 1493, compute_cap: 800 }),
-  offer(18463532, "Tesla P100", 1, 16384, 0.08, { gpu_mem_bw: 732, compute_cap: 600, cuda_max_good: 12.2 }),
-  offer(18463533, "GTX 1080 Ti", 1, 11264, 0.06, { compute_cap: 610 }),
-  offer(18463534, "H100 SXM", 2, 81559, 3.8, {
+  vastOffer(18463529, "RTX 4090", 1, 24564, 0.35),
+  vastOffer(18463530, "RTX 3090", 1, 24576, 0.18, {
+    gpu_mem_bw: 0,
+    inet_down: 9000,
+    compute_cap: 860,
+    geolocation: null,
+  }),
+  vastOffer(18463531, "CMP 170HX", 1, 8192, 0.05, { gpu_mem_bw: 1493, compute_cap: 800 }),
+  vastOffer(18463532, "Tesla P100", 1, 16384, 0.08, { gpu_mem_bw: 732, compute_cap: 600, cuda_max_good: 12.2 }),
+  vastOffer(18463533, "GTX 1080 Ti", 1, 11264, 0.06, { compute_cap: 610 }),
+  vastOffer(18463534, "H100 SXM", 2, 81559, 3.8, {
     gpu_mem_bw: 3350.2,
     compute_cap: 900,
     inet_down: 4800,
     geolocation: "Texas, US",
   }),
-  offer(18463535, "A100 PCIE", 1, 40960, 0.7, { gpu_mem_bw: 1555, compute_cap: 800, geolocation: "Quebec, CA" }),
-  offer(18463536, "RTX 4090", 1, 24564, 0.3, { verification: "unverified" }),
-  offer(18463537, "RTX 5090", 1, 32607, 0.55, { gpu_mem_bw: 1792, compute_cap: 1200, rented: true }),
+  vastOffer(18463535, "A100 PCIE", 1, 40960, 0.7, { gpu_mem_bw: 1555, compute_cap: 800, geolocation: "Quebec, CA" }),
+  vastOffer(18463536, "RTX 4090", 1, 24564, 0.3, { verification: "unverified" }),
+  vastOffer(18463537, "RTX 5090", 1, 32607, 0.55, { gpu_mem_bw: 1792, compute_cap: 1200, rented: true }),
 ];
 
 interface VastMeta {
@@ -208,6 +227,16 @@ const RATE_INTERVAL_MS: Partial<Record<VastOperation, number>> = {
   list: 1000,
 };
 
+/**
+ * Lockout after a request inside the interval (vast-ai/docs `create_instance.yaml` `x-rate-limit`
+ * `penalty: 12`; the unit is not stated, read as seconds): every call until then is refused too.
+ */
+const RATE_PENALTY_MS: Partial<Record<VastOperation, number>> = { create: 12_000 };
+
+/** Vast's create limits on `env` (vast-ai/docs `create_instance.yaml`). */
+const ENV_VALUE_MAX = 256;
+const ENV_TOTAL_MAX = 32_768;
+
 const CONTROL_KEYS = new Set(["order", "type", "limit", "allocated_storage", "disable_bundling"]);
 
 let instanceCounter = 27114906;
@@ -223,6 +252,7 @@ export class VastFake implements FakeService {
   credit = 37.52;
   readonly apiKey: string;
   private readonly lastCall = new Map<VastOperation, number>();
+  private readonly lockedUntil = new Map<VastOperation, number>();
   /** the Ollama server on each instance, at its public IP:port (switches: download speed, pull failure, spill) */
   readonly ollama: FakeOllama;
 
@@ -331,8 +361,9 @@ export class VastFake implements FakeService {
       body,
     });
     const route = this.route(request.method, url.pathname);
-    if (!route)
-      return json({ success: false, error: "not_found", msg: `no route ${request.method} ${url.pathname}` }, 404);
+    // No route: the web framework's own HTML 404 (exact page unconfirmed), never Vast's JSON
+    // not_found, which would read as "instance gone" (docs/providers.md#teardown-evidence).
+    if (!route) return new Response(NOT_FOUND_PAGE, { status: 404, headers: { "Content-Type": "text/html" } });
     const { operation, id } = route;
     // Offer search works without a key (gpuhunt calls it bare); everything else needs one.
     if (operation !== "offers" && !this.authorised(request, url)) {
@@ -359,6 +390,7 @@ export class VastFake implements FakeService {
     if (method === "POST" && path === "/api/v0/bundles/") return { operation: "offers", id: null };
     if (method === "GET" && path === "/api/v0/users/current/") return { operation: "user", id: null };
     if (method === "GET" && path === "/api/v1/instances/") return { operation: "list", id: null };
+    if (method === "GET" && path === "/api/v0/charges/") return { operation: "charges", id: null };
     const ask = /^\/api\/v0\/asks\/(\d+)\/$/.exec(path);
     if (method === "PUT" && ask?.[1]) return { operation: "create", id: ask[1] };
     const instance = /^\/api\/v0\/instances\/(\d+)\/$/.exec(path);
@@ -380,7 +412,10 @@ export class VastFake implements FakeService {
     if (interval === undefined) return null;
     const now = this.model.now();
     const last = this.lastCall.get(operation);
-    if (last !== undefined && now - last < interval) {
+    const locked = now < (this.lockedUntil.get(operation) ?? 0);
+    if (locked || (last !== undefined && now - last < interval)) {
+      const penalty = RATE_PENALTY_MS[operation];
+      if (penalty !== undefined && !locked) this.lockedUntil.set(operation, now + penalty);
       const threshold = (interval / 1000).toFixed(1);
       // No Retry-After, whatever the body (docs/providers.md#vast-rate-limits).
       switch (this.quirks.rateLimitBody) {
@@ -452,6 +487,8 @@ export class VastFake implements FakeService {
         return this.destroy(id ?? "");
       case "list":
         return this.list(url);
+      case "charges":
+        return this.charges(url);
       case "user":
         return json({
           id: 424242,
@@ -514,6 +551,18 @@ export class VastFake implements FakeService {
         400,
       );
     }
+    if (isObject(body.env)) {
+      const entries = Object.entries(body.env).map(([k, v]) => [k, String(v)] as const);
+      const long = entries.find(([, v]) => v.length > ENV_VALUE_MAX);
+      const total = entries.reduce((n, [k, v]) => n + k.length + v.length, 0);
+      if (long || total > ENV_TOTAL_MAX) {
+        const why = long ? `env ${long[0]} longer than ${ENV_VALUE_MAX}` : `env longer than ${ENV_TOTAL_MAX} in total`;
+        return json(
+          { success: false, error: "invalid_args", msg: `error 400/3467: Invalid args: ${why}`, ask_id: askId },
+          400,
+        );
+      }
+    }
     if (typeof body.image !== "string" || body.image === "") {
       return json(
         { success: false, error: "invalid_args", msg: "error 400/3467: Invalid args: image required", ask_id: askId },
@@ -560,6 +609,19 @@ export class VastFake implements FakeService {
           ask_id: askId,
         },
         404,
+      );
+    }
+    const disk = Number(body.disk ?? 10);
+    if (disk > listed.disk_space) {
+      // A disk the host lacks is refused (exact msg unconfirmed); the search's disk_space filter keeps such hosts out.
+      return json(
+        {
+          success: false,
+          error: "invalid_args",
+          msg: `error 400/3467: Invalid args: disk ${disk} exceeds the ${listed.disk_space} GB available`,
+          ask_id: askId,
+        },
+        400,
       );
     }
     if (this.credit <= 0)
@@ -657,7 +719,8 @@ export class VastFake implements FakeService {
 
   private show(id: string): Response {
     const m = this.model.get(id);
-    if (!m || this.model.state(id) === "gone") {
+    const unseen = m !== undefined && this.model.now() < m.createdAt + this.quirks.showLagMs;
+    if (!m || unseen || this.model.state(id) === "gone") {
       // docs/providers.md#vast-instances: usually 200 {"instances": null}; a 404 is possible too.
       return this.quirks.deletedReadsAs === "404"
         ? json({ success: false, error: "no_such_instance", msg: "Instance not found" }, 404)
@@ -732,6 +795,74 @@ export class VastFake implements FakeService {
       next_token: nextOffset < all.length ? btoa(String(nextOffset)) : null,
       instances: page.length === 0 && this.quirks.nullEmptyList ? null : page,
     });
+  }
+
+  /**
+   * `GET /api/v0/charges/` as vast-ai/docs `show-charges` gives it and vast-cli `show invoices-v1 --charges`
+   * reads it (`vastai/api/billing.py` `show_invoices_v1`): select_filters `day` (unix seconds,
+   * required) and `type`; one result per instance with its charge inside the window, `source`
+   * `instance-<id>`; limit ≤ 100, paged by next_token / after_token. Billed: dph_total from the
+   * create until the destroy (or the exit), times `chargeFactor`.
+   */
+  private charges(url: URL): Response {
+    const limit = Number(url.searchParams.get("limit") ?? "20");
+    if (!Number.isInteger(limit) || limit < 1 || limit > 100)
+      return json({ error: "invalid_request", msg: "Error in query parameters: limit must be between 1 and 100" }, 400);
+    let filters: Record<string, unknown>;
+    try {
+      const parsed: unknown = JSON.parse(url.searchParams.get("select_filters") ?? "");
+      if (!isObject(parsed)) throw new Error("not an object");
+      filters = parsed;
+    } catch {
+      return json({ error: "invalid_request", msg: "Error in query parameters: select_filters is required" }, 400);
+    }
+    const day = isObject(filters.day) ? filters.day : null;
+    if (!day || typeof day.gte !== "number" || typeof day.lte !== "number")
+      return json({ error: "invalid_request", msg: "Error in query parameters: day is required" }, 400);
+    const types = isObject(filters.type) && Array.isArray(filters.type.in) ? filters.type.in : null;
+    const windowFrom = day.gte * 1000;
+    const windowTo = (day.lte + 1) * 1000;
+    const results: Record<string, unknown>[] = [];
+    if (!types || types.includes("instance")) {
+      for (const m of this.model.machines.values()) {
+        const billedUntil = Math.min(
+          this.model.now(),
+          m.terminateRequestedAt ?? Number.POSITIVE_INFINITY,
+          m.exitedAt ?? Number.POSITIVE_INFINITY,
+        );
+        const from = Math.max(windowFrom, m.createdAt);
+        const to = Math.min(windowTo, billedUntil);
+        if (to <= from) continue;
+        const hours = (to - from) / 3_600_000;
+        const amount = Math.round(m.pricePerHour * hours * this.quirks.chargeFactor * 1000) / 1000;
+        results.push({
+          start: Math.floor(from / 1000),
+          end: Math.floor(to / 1000),
+          type: "instance",
+          source: `instance-${m.id}`,
+          description: `Instance ${m.id} Charges`,
+          amount,
+          metadata: { label: m.label },
+          items: [
+            {
+              start: Math.floor(from / 1000),
+              end: Math.floor(to / 1000),
+              type: "gpu",
+              source: null,
+              description: `${hours.toFixed(3)} hours at $${m.pricePerHour}/hour`,
+              amount,
+              metadata: {},
+              items: [],
+            },
+          ],
+        });
+      }
+    }
+    const token = url.searchParams.get("after_token");
+    const offset = token ? Number(atob(token)) : 0;
+    const page = results.slice(offset, offset + limit);
+    const next = offset + limit < results.length ? btoa(String(offset + limit)) : null;
+    return json({ success: true, count: page.length, total: results.length, next_token: next, results: page });
   }
 
   /** The instance as `GET /api/v0/instances/{id}/` shows it, for the model's current state. */
@@ -833,7 +964,8 @@ export class VastFake implements FakeService {
 function matchesFilter(row: Record<string, unknown>, field: string, filter: unknown): boolean {
   if (!isObject(filter)) return true;
   const value = field === "verified" ? row.verification === "verified" : row[field];
-  if (value === undefined) return true;
+  // A field the row lacks is null in Vast's tables: it fails every comparison.
+  if (value === undefined || value === null) return false;
   return Object.entries(filter).every(([op, operand]) => {
     switch (op) {
       case "eq":
@@ -870,5 +1002,8 @@ export function hang(request: Request): Promise<Response> {
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
+
+const NOT_FOUND_PAGE =
+  "<!doctype html>\n<html lang=en>\n<title>404 Not Found</title>\n<h1>Not Found</h1>\n<p>The requested URL was not found on the server.</p>\n";
 
 const round4 = (n: number) => Math.round(n * 10_000) / 10_000;

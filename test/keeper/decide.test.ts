@@ -3,6 +3,7 @@ import {
   capReached,
   decideAfterPoll,
   decideTeardown,
+  FRESH_MACHINE_GRACE_MS,
   initialLoopState,
   type LoopState,
   loopFor,
@@ -189,6 +190,34 @@ describe("billing", () => {
 });
 
 describe("provisioning", () => {
+  it("a new machine no read has shown yet is not gone within the grace; once seen, or after it, it is", () => {
+    const gone = { ok: true, status: status("gone"), probe: null } as const;
+    const waiting = decideAfterPoll(lease(), loop(), gone, at(20), settings);
+    expect(waiting.patch.status).toBeUndefined();
+    expect(waiting.teardownNow).toBe(false);
+    expect(waiting.loop.goneReads).toBe(0);
+    expect(waiting.nextAlarmAt).toBe(at(20) + settings.pollIntervalMs);
+    // Seen once: a gone read counts as it always did.
+    const shown = decideAfterPoll(
+      lease(),
+      waiting.loop,
+      { ok: true, status: status("booting"), probe: null },
+      at(30),
+      settings,
+    );
+    expect(shown.loop.machineSeen).toBe(true);
+    expect(decideAfterPoll(lease(), shown.loop, gone, at(40), settings).events.map((e) => e.kind)).toEqual([
+      "gone_unconfirmed",
+    ]);
+    // Never seen, past the grace: gone counts.
+    const graceEnd = at(1) + FRESH_MACHINE_GRACE_MS;
+    const first = decideAfterPoll(lease(), loop(), gone, graceEnd, settings);
+    expect(first.events.map((e) => e.kind)).toEqual(["gone_unconfirmed"]);
+    const second = decideAfterPoll(lease(), first.loop, gone, graceEnd + 1, settings);
+    expect(second.patch.status).toBe("stopping");
+    expect(second.events.map((e) => e.kind)).toEqual(["start_failed"]);
+  });
+
   it("keeps polling while booting and logs the observation once", () => {
     const first = decideAfterPoll(
       lease(),

@@ -38,9 +38,9 @@ describe("offer search", () => {
       minCudaVersion: "12.8",
     }).listOffers({ weights_gb: 40 });
     const body = bundleBodies()[0]!;
-    // vastDiskGb(40) = 1.35 × 40 + 30 = 84 GB, the disk rent() asks for these weights.
-    expect(body.disk_space).toEqual({ gte: 84 });
-    expect(body.allocated_storage).toBe(84);
+    // vastDiskGb(40) = max(40, 2 × 40 + 20) = 100 GB, the disk rent() asks for these weights.
+    expect(body.disk_space).toEqual({ gte: 100 });
+    expect(body.allocated_storage).toBe(100);
     expect(body.cuda_max_good).toEqual({ gte: 12.8 });
   });
 });

@@ -91,8 +91,9 @@ describe("vast offers", () => {
       dph_total: { lte: 0.8 },
       type: "on-demand",
       order: [["dph_total", "asc"]],
-      // clamp(floor(1.35 × 18) + 30, 25, 900)
-      allocated_storage: 54,
+      // max(40, 2 × 18 + 20), also the disk_space filter and the create's disk
+      allocated_storage: 56,
+      disk_space: { gte: 56 },
     });
     expect(body?.limit).toBeGreaterThan(0);
   });
@@ -115,8 +116,8 @@ describe("vast offers", () => {
       gpu_key: "rtx-4090",
       gpu_count: 1,
       vram_gb: 24.6,
-      // dph_base 0.35 + storage 0.2 $/GB/month × 30 GB / 720 h
-      price_per_hour: 0.3583,
+      // dph_base 0.35 + storage 0.2 $/GB/month × 40 GB / 720 h
+      price_per_hour: 0.3611,
       currency: "USD",
       cloud: null,
       availability: "available",
@@ -184,7 +185,7 @@ describe("vast rent", () => {
     expect(put?.body).toEqual({
       client_id: "me",
       image: "ollama/ollama:latest",
-      disk: 54,
+      disk: 56,
       label: "gpulease-lse01",
       env: {
         "-p 11434:11434": "1",
@@ -284,7 +285,7 @@ describe("vast rent", () => {
     fake.inject("create", { kind: "http", status: 429 });
     expect(await vast.rent(offer, spec())).toMatchObject({ ok: true });
     expect(bodiesOf("PUT", "/api/v0/asks/")).toHaveLength(2);
-    expect(sleeps).toContain(5_000);
+    expect(sleeps).toContain(13_000);
   });
 
   it("treats an unknown error inside HTTP 200, and an unreadable 200, as ambiguous (an instance may exist)", async () => {
