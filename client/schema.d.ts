@@ -991,6 +991,8 @@ export interface operations {
         vram_gb?: number;
         /** @description download size of what will be loaded, GB (load-time estimate); default vram_gb */
         weights_gb?: number;
+        /** @description only hosts with this much container disk free, GB (Vast.ai filters by it) */
+        disk_gb?: number;
         /** @description GPU name filter, case-insensitive substring */
         gpu?: string;
         /** @description exact number of GPUs */
@@ -1062,6 +1064,8 @@ export interface operations {
         vram_gb?: number;
         /** @description download size of what will be loaded, GB (load-time estimate); default vram_gb */
         weights_gb?: number;
+        /** @description only hosts with this much container disk free, GB (Vast.ai filters by it) */
+        disk_gb?: number;
         /** @description GPU name filter, case-insensitive substring */
         gpu?: string;
         /** @description exact number of GPUs */

@@ -187,6 +187,7 @@ export function offersQueryFor(input: LeaseInput): OffersQuery {
   return {
     vram_gb: input.vram_gb,
     weights_gb: input.weights_gb,
+    disk_gb: input.disk_gb,
     gpu: input.gpu,
     gpu_count: input.gpu_count,
     provider: input.provider ? [input.provider] : undefined,

@@ -13,6 +13,8 @@ export const OffersQuerySchema = z.object({
   vram_gb: z.number().nonnegative().max(4096).optional(),
   /** download size for the load-time estimate, GB; defaults to vram_gb */
   weights_gb: z.number().nonnegative().max(4096).optional(),
+  /** the container disk the create will ask, GB (where a provider filters hosts by disk) */
+  disk_gb: z.number().int().positive().max(10_000).optional(),
   /** case-insensitive substring of the GPU name */
   gpu: z.string().min(1).max(64).optional(),
   gpu_count: z.number().int().min(1).max(16).optional(),
@@ -75,6 +77,7 @@ const providerList = z
 export const OffersQueryParamsSchema = z.strictObject({
   vram_gb: decimal(4096, "minimum total GPU memory, GB", "24"),
   weights_gb: decimal(4096, "download size of what will be loaded, GB (load-time estimate); default vram_gb", "18"),
+  disk_gb: whole(1, 10_000, "only hosts with this much container disk free, GB (Vast.ai filters by it)", "100"),
   gpu: z
     .string()
     .trim()

@@ -252,6 +252,7 @@ function toAdapterQuery(query: OffersQuery): OfferQuery {
   return {
     vram_gb: query.vram_gb,
     weights_gb: query.weights_gb,
+    disk_gb: query.disk_gb,
     gpu: query.gpu?.trim().toLowerCase(),
     gpu_count: query.gpu_count,
     max_price_usd: query.max_price,

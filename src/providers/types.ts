@@ -45,6 +45,8 @@ export type ProviderOffer = z.infer<typeof ProviderOfferSchema>;
 export interface OfferQuery {
   vram_gb?: number;
   weights_gb?: number;
+  /** the disk the create will ask, GB, when the lease names one */
+  disk_gb?: number;
   gpu?: string;
   gpu_count?: number;
   max_price_usd?: number;

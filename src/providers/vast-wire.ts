@@ -56,7 +56,8 @@ export function vastGpuNames(filter: string): string[] {
 
 /** The `POST /api/v0/bundles/` body for a query. */
 export function bundlesQuery(query: OfferQuery, minCudaVersion = 12.4): Record<string, unknown> {
-  const disk = vastDiskGb(query.weights_gb ?? query.vram_gb ?? 0);
+  // The create asks max(the lease's disk, the weights' default): search and price that same size.
+  const disk = Math.max(query.disk_gb ?? 0, vastDiskGb(query.weights_gb ?? query.vram_gb ?? 0));
   const body: Record<string, unknown> = {
     verified: { eq: true },
     rentable: { eq: true },

@@ -87,6 +87,7 @@ describe("GET /v1/offers access", () => {
         "gpu",
         "gpu_count",
         "limit",
+        "disk_gb",
         "max_price",
         "model",
         "provider",

@@ -90,6 +90,24 @@ describe("one disk size for search, price and create", () => {
       expect(fake.model.get(lease.provider_ref)?.pricePerHour).toBe(lease.price_per_hour);
     },
   );
+
+  it("a lease that names a larger disk searches, prices and creates with that disk", async () => {
+    for (const o of fake.offers) o.disk_space = 300;
+    fake.offers.push(vastOffer(20000701, "RTX 4090", 1, 24564, 0.45, { disk_space: 2000 }));
+    const res = await api("/v1/leases", {
+      method: "POST",
+      json: { provider: "vast", gpu: "4090", disk_gb: 500, max_minutes: 30, template: "custom", image: "x/y:1" },
+    });
+    expect(res.status).toBe(202);
+    const lease = (await res.json()) as { price_per_hour: number; provider_ref: string; creates: unknown[] };
+    // Only the host with room was offered: the first create is the one that rents.
+    expect(lease.creates).toHaveLength(1);
+    const search = bundleBodies().at(-1)!;
+    expect(search.disk_space).toEqual({ gte: 500 });
+    expect(search.allocated_storage).toBe(500);
+    expect(putBodies()[0]?.disk).toBe(500);
+    expect(fake.model.get(lease.provider_ref)?.pricePerHour).toBe(lease.price_per_hour);
+  });
 });
 
 describe("create limits", () => {
