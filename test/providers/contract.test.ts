@@ -10,6 +10,7 @@ import { createVramfarmProvider } from "../../src/providers/vramfarm";
 import { simCloud } from "../../src/sim/cloud";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RUNPOD_FAKE_KEY, RUNPOD_FAKE_URL, RunpodFake } from "../fakes/runpod";
+import { tooManyRequests } from "../fakes/runpod-rest";
 import { VAST_FAKE_KEY, VAST_FAKE_URL, VastFake } from "../fakes/vast";
 import { VRAMFARM_FAKE_TOKEN, VRAMFARM_FAKE_URL, VramfarmFake } from "../fakes/vramfarm";
 import { batchSpec } from "../support/provider-fixtures";
@@ -30,6 +31,8 @@ interface Subject {
   failListing?: () => void;
   /** the machine disappears behind our back */
   remove: (ref: string) => void;
+  /** the next create is refused with the provider's own 429 (nothing created) */
+  rateLimitCreate?: () => void;
 }
 
 const subjects: Record<string, () => Promise<Subject>> = {
@@ -54,6 +57,7 @@ const subjects: Record<string, () => Promise<Subject>> = {
       }),
       failListing: () => fake.fault("gpuTypes", { kind: "status", status: 500 }, 10),
       remove: (ref) => fake.removePod(ref),
+      rateLimitCreate: () => fake.fault("deploy", tooManyRequests(2)),
     };
   },
   "RunPod GraphQL": async () => {
@@ -70,6 +74,7 @@ const subjects: Record<string, () => Promise<Subject>> = {
       }),
       failListing: () => fake.fault("gpuTypes", { kind: "status", status: 500 }, 10),
       remove: (ref) => fake.removePod(ref),
+      rateLimitCreate: () => fake.fault("deploy", { kind: "status", status: 429, body: "Too Many Requests" }),
     };
   },
   "Vast.ai": async () => {
@@ -80,6 +85,7 @@ const subjects: Record<string, () => Promise<Subject>> = {
       provider: createVastProvider({ apiKey: VAST_FAKE_KEY, baseUrl: VAST_FAKE_URL, sleep: noSleep }),
       failListing: () => fake.inject("offers", { kind: "http", status: 500 }, 10),
       remove: (ref) => fake.model.remove(ref),
+      rateLimitCreate: () => fake.inject("create", { kind: "http", status: 429 }),
     };
   },
   VRAMfarm: async () => {
@@ -98,6 +104,7 @@ const subjects: Record<string, () => Promise<Subject>> = {
         fake.inject("offerTypes", { kind: "http", status: 500 }, 10);
       },
       remove: (ref) => fake.model.remove(ref),
+      rateLimitCreate: () => fake.inject("create", { kind: "http", status: 429, retryAfter: "2" }),
     };
   },
   sim: async () => {
@@ -200,6 +207,18 @@ describe.each(Object.keys(subjects))("the Provider contract: %s", (subjectName) 
     if (!s.failListing) return;
     s.failListing();
     await expect(s.provider.listOffers({})).rejects.toBeInstanceOf(ProviderError);
+  });
+
+  it("a create refused with the provider's 429 is never ambiguous: rented after the wait, or refused with nothing made", async () => {
+    if (!s.rateLimitCreate) return;
+    const offer = (await s.provider.listOffers({ template: "custom" })).find((o) => o.templates.includes("custom"));
+    if (!offer) throw new Error("no offer for the custom template");
+    s.rateLimitCreate();
+    const result = await s.provider.rent(offer, spec("gl-limited"));
+    expect(result.ok || result.kind).not.toBe("ambiguous");
+    const own = (await s.provider.listOwn("gl", result.ok ? [result.ref] : [])).machines;
+    const labelled = own.filter((machine) => machine.label === "gl-limited");
+    expect(labelled).toHaveLength(result.ok ? 1 : 0);
   });
 
   it("reads its balance in its own currency", async () => {
