@@ -1,6 +1,6 @@
 import type { Services } from "../services";
 import { BATCH_ROWS, cutoffsAt, nextRound, type PruneResult, type PruneTable } from "./plan";
-import { pruneStatement } from "./store";
+import { eventsBelow, pruneStatement } from "./store";
 
 export interface PruneSummary {
   /** D1 statements sent (each one subrequest) */
@@ -21,6 +21,7 @@ export async function pruneHistory(services: Services): Promise<PruneSummary> {
   const cutoffs = cutoffsAt(services.clock(), services.config.retentionDays);
   const summary: PruneSummary = { statements: 0, deleted: {}, more: [], ms: 0 };
   const last = new Map<PruneTable, number | null>();
+  let below: number | null = null;
   let previous: PruneResult[] | null = null;
   for (let round = nextRound(previous, 0); round.length > 0; round = nextRound(previous, summary.statements)) {
     previous = [];
@@ -28,7 +29,11 @@ export async function pruneHistory(services: Services): Promise<PruneSummary> {
       summary.statements++;
       let deleted: number | null = null;
       try {
-        const result = await pruneStatement(services.db, table, cutoffs, BATCH_ROWS).run();
+        if (table === "lease_events" && below === null) {
+          below = await eventsBelow(services.db, cutoffs);
+          summary.statements++;
+        }
+        const result = await pruneStatement(services.db, table, cutoffs, BATCH_ROWS, below ?? 0).run();
         deleted = result.meta.changes;
         summary.deleted[table] = (summary.deleted[table] ?? 0) + deleted;
       } catch (error) {

@@ -9,7 +9,13 @@ const OPEN_CREATE = `EXISTS (SELECT 1 FROM lease_creates c WHERE c.lease_id = l.
  * (a lease that is not stopped or has an open create keeps its events and billing days; a
  * pending delivery keeps itself and its event; claimed and retrying runs stay).
  */
-export function pruneStatement(db: D1Database, table: PruneTable, c: Cutoffs, limit: number): D1PreparedStatement {
+export function pruneStatement(
+  db: D1Database,
+  table: PruneTable,
+  c: Cutoffs,
+  limit: number,
+  eventsBelow = 0,
+): D1PreparedStatement {
   switch (table) {
     case "dashboard_sessions":
       return db
@@ -57,16 +63,30 @@ export function pruneStatement(db: D1Database, table: PruneTable, c: Cutoffs, li
         )
         .bind(c.day, limit);
     case "lease_events":
-      // lease_events has no index on `at`, but seq grows with time: the first event at or after
-      // the cutoff bounds a rowid range, so a run reads the rows left before it, not the table.
+      // lease_events has no index on `at`, but seq grows with time: the rows below the first
+      // event at or after the cutoff (`eventsBelow`) are a rowid range.
       return db
         .prepare(
           `DELETE FROM lease_events WHERE seq IN (
              SELECT e.seq FROM lease_events e JOIN leases l ON l.id = e.lease_id
-             WHERE e.seq < COALESCE((SELECT seq FROM lease_events WHERE at >= ?1 ORDER BY seq LIMIT 1), 9223372036854775807)
-               AND e.at < ?1 AND l.status = 'stopped' AND NOT ${OPEN_CREATE}
-             ORDER BY e.seq LIMIT ?2)`,
+             WHERE e.seq < ? AND e.at < ? AND l.status = 'stopped' AND NOT ${OPEN_CREATE}
+             ORDER BY e.seq LIMIT ?)`,
         )
-        .bind(c.before, limit);
+        .bind(eventsBelow, c.before, limit);
   }
+}
+
+/**
+ * The seq of the first lease event at or after the cutoff (or one past the last event): what a
+ * run may prune lies below it. Read once a run; it scans only the events older than the cutoff.
+ */
+export async function eventsBelow(db: D1Database, c: Cutoffs): Promise<number> {
+  const row = await db
+    .prepare(
+      `SELECT COALESCE((SELECT seq FROM lease_events WHERE at >= ? ORDER BY seq LIMIT 1),
+         (SELECT COALESCE(MAX(seq), 0) + 1 FROM lease_events)) AS below`,
+    )
+    .bind(c.before)
+    .first<{ below: number }>();
+  return row?.below ?? 0;
 }
