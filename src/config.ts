@@ -113,6 +113,7 @@ const varsSchema = z.object({
     .pipe(httpUrl.optional())
     .transform((v) => v ?? null),
   ALLOW_HTTP_WEBHOOKS: flag.default(false),
+  RETENTION_DAYS: wholeNumber(1, 36_500).default(90),
   ADMIN_TOKEN: secret,
   RUNPOD_API_KEY: secret,
   VAST_API_KEY: secret,
@@ -162,6 +163,8 @@ export interface Config {
   publicUrl: string | null;
   /** http:// and private-address webhook URLs accepted (local development, tests) */
   allowHttpWebhooks: boolean;
+  /** days the ledger's history (events, deliveries, runs, billing days) is kept; leases stay */
+  retentionDays: number;
   secrets: {
     adminToken: string | null;
     runpodApiKey: string | null;
@@ -209,6 +212,7 @@ function toConfig(v: Vars): Config {
     rentRateLimitPerMin: v.RENT_RATE_LIMIT_PER_MIN,
     publicUrl: v.PUBLIC_URL,
     allowHttpWebhooks: v.ALLOW_HTTP_WEBHOOKS,
+    retentionDays: v.RETENTION_DAYS,
     secrets: {
       adminToken: v.ADMIN_TOKEN,
       runpodApiKey: v.RUNPOD_API_KEY,

@@ -3,6 +3,7 @@ import { reconcileBilling } from "./billing/reconcile";
 import { loadSettings } from "./config";
 import { DISPATCHER_CRON, REAPER_CRON } from "./cron";
 import { runReaper } from "./reaper/reaper";
+import { pruneHistory } from "./retention/prune";
 import { runDispatcher } from "./schedules/dispatcher";
 import { createServices } from "./services";
 
@@ -31,8 +32,9 @@ export default {
         } else ctx.waitUntil(runDispatcher(services, controller.scheduledTime).finally(() => services.outbox.wake()));
         break;
       case REAPER_CRON:
-        // After the reaper, what the providers billed beside the ledger (src/billing); its own
-        // failures never fail the reaper run. Then the webhook outbox.
+        // After the reaper, what the providers billed beside the ledger (src/billing), then the
+        // pruning of old history (src/retention); their own failures never fail the reaper run.
+        // Then the webhook outbox.
         ctx.waitUntil(
           runReaper(services)
             .then(async (run) => {
@@ -41,6 +43,7 @@ export default {
                   services.log.warn("billing_reconciliation_failed", { error }),
                 );
             })
+            .finally(() => pruneHistory(services).catch((error) => services.log.warn("retention_failed", { error })))
             .finally(() => services.outbox.wake()),
         );
         break;

@@ -1,6 +1,6 @@
 import { enforceBudget } from "../account/enforce";
-import { createLease } from "../leases/create";
-import { appendEvent } from "../leases/ledger";
+import { createLease, scopedIdempotencyKey } from "../leases/create";
+import { appendEvent, getLeaseByIdempotencyKey } from "../leases/ledger";
 import type { RentRefusal } from "../leases/refusal";
 import { iso, ms } from "../lib/time";
 import type { Services } from "../services";
@@ -13,15 +13,26 @@ import {
   advanceStatement,
   claimRetry,
   expireRetry,
+  failStaleClaim,
   finishRun,
   insertRunStatement,
   listDueSchedules,
   listRetryingRuns,
+  listStaleClaims,
+  type RunRow,
+  reclaimStale,
   type ScheduleRow,
 } from "./store";
 
 /** Where a cron-started lease's call-back points when neither PUBLIC_URL nor the schedule knows. */
 const FALLBACK_ORIGIN = "http://localhost:8787";
+
+/**
+ * How long a claim may belong to a living dispatcher: a cron invocation ends after at most
+ * 15 minutes of wall time (docs/architecture.md, The crons). An older claim's dispatcher died
+ * between its claim and its closing write; the run is tried again or reported.
+ */
+export const CLAIM_LIFETIME_MS = 15 * 60_000;
 
 export interface DispatchSummary {
   started: string[];
@@ -57,6 +68,14 @@ export async function runDispatcher(services: Services, scheduledTime: number): 
       await retry(services, schedule, run.due_at, ms(run.updated_at), now, summary);
     } catch (error) {
       services.log.error("dispatch_retry_failed", { schedule_id: schedule.id, due_at: run.due_at, error });
+    }
+  }
+  const cutoff = iso(now - CLAIM_LIFETIME_MS);
+  for (const { run, schedule } of await listStaleClaims(services.db, cutoff)) {
+    try {
+      await recoverClaim(services, schedule, run, cutoff, now, summary);
+    } catch (error) {
+      services.log.error("dispatch_recover_failed", { schedule_id: schedule.id, due_at: run.due_at, error });
     }
   }
   return summary;
@@ -124,6 +143,37 @@ async function retry(
   await attempt(services, schedule, dueIso, now, summary);
 }
 
+/** A claim whose dispatcher died: tried again inside the retry window, else failed and announced. */
+async function recoverClaim(
+  services: Services,
+  schedule: ScheduleRow,
+  run: RunRow,
+  cutoff: string,
+  now: number,
+  summary: DispatchSummary,
+): Promise<void> {
+  const { db } = services;
+  if (now > ms(run.due_at) + RETRY_WINDOW_MS || !schedule.enabled) {
+    const why = schedule.enabled
+      ? `the ${RETRY_WINDOW_MS / 60_000}-minute retry window has passed`
+      : "the schedule is disabled";
+    const detail = `failed: the dispatcher that claimed this run at ${run.updated_at} did not finish, and ${why}`;
+    if (!(await failStaleClaim(db, schedule.id, run.due_at, cutoff, detail, iso(now)))) return;
+    await enqueue(db, scheduleEvent("failed", schedule, run.due_at, detail, run.lease_id), now);
+    services.log.warn("schedule_claim_lost", { schedule_id: schedule.id, due_at: run.due_at });
+    summary.skipped++;
+    return;
+  }
+  if (!(await reclaimStale(db, schedule.id, run.due_at, cutoff, iso(now)))) return;
+  services.log.warn("schedule_claim_recovered", { schedule_id: schedule.id, due_at: run.due_at });
+  await attempt(services, schedule, run.due_at, now, summary, true);
+}
+
+/** The dispatcher's idempotency key of a run's attempt number `n` (1-based). */
+function attemptKey(scheduleId: string, dueIso: string, n: number): string {
+  return `schedule:${scheduleId}:${dueIso}#${n}`;
+}
+
 /** One rental attempt for a claimed run; records how it ended. */
 async function attempt(
   services: Services,
@@ -131,6 +181,7 @@ async function attempt(
   dueIso: string,
   now: number,
   summary: DispatchSummary,
+  recovered = false,
 ): Promise<void> {
   const { db } = services;
   const at = iso(now);
@@ -145,6 +196,29 @@ async function attempt(
         ? enqueue(db, scheduleEvent(status, schedule, dueIso, detail, leaseId), now)
         : undefined,
     );
+
+  const attemptNo = await attemptsSoFar(db, schedule.id, dueIso);
+  // A dead claimer's attempt left attempts as it was: its rental (if any) holds this key.
+  if (recovered) {
+    const key = scopedIdempotencyKey({
+      idempotencyKey: attemptKey(schedule.id, dueIso, attemptNo + 1),
+      idempotencyScope: "dispatcher",
+    });
+    const prior = key ? await getLeaseByIdempotencyKey(db, key) : null;
+    if (prior && prior.stop_reason !== "rent_failed") {
+      await finish("started", null, prior.id, true);
+      summary.started.push(prior.id);
+      return;
+    }
+    if (prior) {
+      const retrying = nextRetryAt(ms(dueIso), now) !== null;
+      const detail = "the rental of a dispatcher that did not finish failed";
+      await finish(retrying ? "retrying" : "failed", `${retrying ? "retrying" : "gave up"}: ${detail}`, prior.id, true);
+      if (retrying) summary.retrying++;
+      else summary.skipped++;
+      return;
+    }
+  }
 
   const previous = await activeLeaseOf(db, schedule.id);
   if (previous) {
@@ -167,7 +241,6 @@ async function attempt(
     return;
   }
 
-  const attemptNo = await attemptsSoFar(db, schedule.id, dueIso);
   let outcome: Classified;
   try {
     const rented = await createLease(
@@ -175,7 +248,7 @@ async function attempt(
       { ...schedule.lease_spec, name: schedule.lease_spec.name ?? schedule.name },
       {
         // The claim already makes the run unique; the key keeps a repeated attempt from renting twice.
-        idempotencyKey: `schedule:${schedule.id}:${dueIso}#${attemptNo + 1}`,
+        idempotencyKey: attemptKey(schedule.id, dueIso, attemptNo + 1),
         idempotencyScope: "dispatcher",
         scheduleId: schedule.id,
         tokenId: null,

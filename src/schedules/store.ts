@@ -186,18 +186,80 @@ export async function listRuns(db: D1Database, scheduleId: string, limit: number
   return results.map((row) => RunRowSchema.parse(row));
 }
 
+const SELECT_RUN_WITH_SCHEDULE = `
+  SELECT r.schedule_id AS run_schedule_id, r.due_at AS run_due_at, r.status AS run_status, r.lease_id AS run_lease_id,
+    r.detail AS run_detail, r.attempts AS run_attempts, r.created_at AS run_created_at, r.updated_at AS run_updated_at,
+    s.*, NULL AS skip_due_at, NULL AS skip_status, NULL AS skip_detail
+  FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id`;
+
 /** Runs waiting for capacity, with their schedule (still enabled). */
 export async function listRetryingRuns(db: D1Database): Promise<{ run: RunRow; schedule: ScheduleRow }[]> {
   const { results } = await db
-    .prepare(
-      `SELECT r.schedule_id AS run_schedule_id, r.due_at AS run_due_at, r.status AS run_status, r.lease_id AS run_lease_id,
-         r.detail AS run_detail, r.attempts AS run_attempts, r.created_at AS run_created_at, r.updated_at AS run_updated_at,
-         s.*, NULL AS skip_due_at, NULL AS skip_status, NULL AS skip_detail
-       FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id
-       WHERE r.status = 'retrying' AND s.enabled = 1 ORDER BY r.due_at`,
-    )
+    .prepare(`${SELECT_RUN_WITH_SCHEDULE} WHERE r.status = 'retrying' AND s.enabled = 1 ORDER BY r.due_at`)
     .all<Record<string, unknown>>();
-  return results.map((row) => ({
+  return results.map(runWithSchedule);
+}
+
+/**
+ * Dispatcher runs still `claimed` since `cutoff` or earlier: their claimer's invocation has ended
+ * (a "run now" claim is the route's own, its lease already rented, and is left alone).
+ */
+export async function listStaleClaims(
+  db: D1Database,
+  cutoff: string,
+): Promise<{ run: RunRow; schedule: ScheduleRow }[]> {
+  const { results } = await db
+    .prepare(
+      `${SELECT_RUN_WITH_SCHEDULE} WHERE r.status = 'claimed' AND r.updated_at <= ?
+         AND (r.detail IS NULL OR r.detail != 'run now') ORDER BY r.due_at`,
+    )
+    .bind(cutoff)
+    .all<Record<string, unknown>>();
+  return results.map(runWithSchedule);
+}
+
+/**
+ * Takes a stale claim over. The condition on updated_at is the lock: the first taker moves it
+ * to now, and every other dispatcher sees no row changed.
+ */
+export async function reclaimStale(
+  db: D1Database,
+  scheduleId: string,
+  dueAt: string,
+  cutoff: string,
+  now: string,
+): Promise<RunRow | null> {
+  const row = await db
+    .prepare(
+      `UPDATE schedule_runs SET updated_at = ?
+       WHERE schedule_id = ? AND due_at = ? AND status = 'claimed' AND updated_at <= ? RETURNING *`,
+    )
+    .bind(now, scheduleId, dueAt, cutoff)
+    .first();
+  return row ? RunRowSchema.parse(row) : null;
+}
+
+/** Records a stale claim as failed; true for the one dispatcher whose write landed. */
+export async function failStaleClaim(
+  db: D1Database,
+  scheduleId: string,
+  dueAt: string,
+  cutoff: string,
+  detail: string,
+  now: string,
+): Promise<boolean> {
+  const result = await db
+    .prepare(
+      `UPDATE schedule_runs SET status = 'failed', detail = ?, updated_at = ?
+       WHERE schedule_id = ? AND due_at = ? AND status = 'claimed' AND updated_at <= ?`,
+    )
+    .bind(detail, now, scheduleId, dueAt, cutoff)
+    .run();
+  return result.meta.changes > 0;
+}
+
+function runWithSchedule(row: Record<string, unknown>): { run: RunRow; schedule: ScheduleRow } {
+  return {
     run: RunRowSchema.parse({
       schedule_id: row.run_schedule_id,
       due_at: row.run_due_at,
@@ -209,7 +271,7 @@ export async function listRetryingRuns(db: D1Database): Promise<{ run: RunRow; s
       updated_at: row.run_updated_at,
     }),
     schedule: ScheduleRowSchema.parse(row),
-  }));
+  };
 }
 
 /** A run row as an INSERT OR IGNORE: the first writer of (schedule, due time) wins. */

@@ -95,6 +95,21 @@ const LEASE_SEEDS = [
   { template: "ollama", context_length: 8192, ports: [11434], max_minutes: 10080 },
 ];
 
+/**
+ * Webhook targets that name a loopback, private or metadata host (or this worker, gpulease.test)
+ * in another spelling: IPv4 inside IPv6, the DNS root's trailing dot. Any 2xx for one is a hole.
+ */
+const PRIVATE_WEBHOOK_URLS = [
+  "https://[::127.0.0.1]/hook",
+  "https://[::ffff:0:127.0.0.1]/hook",
+  "https://[64:ff9b::a9fe:a9fe]/latest/meta-data",
+  "https://[2002:7f00:1::]/hook",
+  "https://[2001:0:4136:e378:8000:63bf:80ff:fffe]/hook",
+  "https://localhost./hook",
+  "https://metadata.google.internal./computeMetadata/v1/",
+  "https://gpulease.test./v1/leases",
+];
+
 /** Near-valid bodies per "METHOD /path" of the OpenAPI document. */
 const SEEDS: Record<string, unknown[]> = {
   "POST /v1/leases": LEASE_SEEDS,
@@ -114,6 +129,7 @@ const SEEDS: Record<string, unknown[]> = {
   "POST /v1/webhooks": [
     { url: "https://hooks.example.com/fuzz", events: ["lease.stopped", "lease.running"], format: "json" },
     { url: "https://hooks.example.com/fuzz", events: ["*"], format: "slack" },
+    ...PRIVATE_WEBHOOK_URLS.map((url) => ({ url, events: ["*"] })),
   ],
   "POST /v1/sim/machines": [{ label: "fuzz-plant", gpu: "rtx-4090", gpu_count: 1, age_seconds: 0 }],
   "POST /v1/sim/machines/{ref}/exit": [{ reason: "fuzz" }],
@@ -166,6 +182,15 @@ async function simRefusesEverything(): Promise<void> {
   if (res.status !== 200) throw new Error(`sim config: ${res.status} ${await res.text()}`);
 }
 
+function webhookUrlOf(request: FuzzRequest): string | null {
+  try {
+    const url = (JSON.parse(request.body ?? "null") as { url?: unknown } | null)?.url;
+    return typeof url === "string" ? url : null;
+  } catch {
+    return null;
+  }
+}
+
 function isSchemaValidLease(request: FuzzRequest): boolean {
   if (request.body === null) return false;
   let parsed: unknown;
@@ -205,6 +230,11 @@ function problemWith(request: FuzzRequest, pathname: string, status: number, tex
         issues.every((i) => typeof i?.path === "string" && typeof i?.message === "string");
       if (!wellFormed) return `400 without issues: ${printable(text.slice(0, 200))}`;
     }
+  }
+  const hooks =
+    request.operation.method === "POST" && request.operation.path === "/v1/webhooks" && request.method === "POST";
+  if (hooks && ok && PRIVATE_WEBHOOK_URLS.includes(webhookUrlOf(request) ?? "")) {
+    return `a webhook at a private host was accepted (${status}): ${printable(text.slice(0, 200))}`;
   }
   const rents =
     request.operation.method === "POST" && request.operation.path === "/v1/leases" && request.method === "POST";
