@@ -96,7 +96,7 @@ export async function runReaper(services: Services): Promise<ReaperRun> {
     mode === "enforce"
       ? actions.flatMap((a) => eventStatements(db, a.lease_id, iso(now), `reaper_${a.kind}`, outcomeText(a)))
       : [];
-  await db.batch([...events, ...recordRunStatements(db, run, now), ...cursorStatements(db, listings, iso(now))]);
+  await db.batch([...events, ...recordRunStatements(db, run), ...cursorStatements(db, listings, iso(now))]);
   return run;
 }
 

@@ -55,16 +55,12 @@ export const ReaperRunSchema = z
   .openapi("ReaperRun");
 export type ReaperRun = z.infer<typeof ReaperRunSchema>;
 
-/** Runs are kept this long. */
-const KEEP_RUNS_MS = 30 * 24 * 3_600_000;
-
-/** The INSERT of one run (and the pruning of old ones), for the run's closing batch. */
-export function recordRunStatements(db: D1Database, run: ReaperRun, now: number): D1PreparedStatement[] {
+/** The INSERT of one run, for the run's closing batch (old runs go with RETENTION_DAYS, src/retention). */
+export function recordRunStatements(db: D1Database, run: ReaperRun): D1PreparedStatement[] {
   return [
     db
       .prepare("INSERT INTO reaper_runs (at, mode, providers, actions) VALUES (?, ?, ?, ?)")
       .bind(run.at, run.mode, JSON.stringify(run.providers), JSON.stringify(run.actions)),
-    db.prepare("DELETE FROM reaper_runs WHERE at < ?").bind(new Date(now - KEEP_RUNS_MS).toISOString()),
   ];
 }
 

@@ -90,7 +90,7 @@ export async function stopAll(services: Services): Promise<StopAllResult> {
   const run: ReaperRun = { at: iso(now), mode: "enforce", providers, actions };
   await db.batch([
     ...actions.flatMap((a) => eventStatements(db, a.lease_id, iso(now), `reaper_${a.kind}`, a.detail)),
-    ...recordRunStatements(db, run, now),
+    ...recordRunStatements(db, run),
   ]);
   return {
     ok: true,
