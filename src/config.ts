@@ -170,6 +170,11 @@ export interface Config {
     runpodApiKey: string | null;
     vastApiKey: string | null;
     vramfarmToken: string | null;
+    /**
+     * Values no setting holds but every scrub must hide too: a lease's env values (which a
+     * provider's error may quote back), added for the work on that lease (`hidingValues`).
+     */
+    alsoHidden: readonly string[];
   };
 }
 
@@ -218,6 +223,7 @@ function toConfig(v: Vars): Config {
       runpodApiKey: v.RUNPOD_API_KEY,
       vastApiKey: v.VAST_API_KEY,
       vramfarmToken: v.VRAMFARM_TOKEN,
+      alsoHidden: [],
     },
   };
 }

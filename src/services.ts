@@ -46,6 +46,17 @@ export type AppEnv = {
 export const invocationTiming: { clock: Clock; sleep: Sleep } = { clock: systemClock, sleep: systemSleep };
 
 /** Builds the services of one invocation from the env and its parsed config. */
+/**
+ * The same services, with `values` scrubbed from every error they store, log or show: a lease's
+ * env values, for the work on that lease (a provider's error may quote the create it refused).
+ */
+export function hidingValues(services: Services, values: readonly string[]): Services {
+  const hidden = values.filter((value) => value.length >= 4);
+  if (hidden.length === 0) return services;
+  const secrets = { ...services.config.secrets, alsoHidden: [...services.config.secrets.alsoHidden, ...hidden] };
+  return { ...services, config: { ...services.config, secrets }, log: services.log.hiding(hidden) };
+}
+
 export function createServices(
   env: Env,
   config: Config,

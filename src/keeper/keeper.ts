@@ -22,7 +22,7 @@ import { iso, ms } from "../lib/time";
 import { offerHost } from "../offers/bandwidth";
 import { recordBandwidthSample } from "../offers/measured";
 import type { OllamaProbe, Provider, ProviderName } from "../providers/types";
-import { createServices, type Services } from "../services";
+import { createServices, hidingValues, type Services } from "../services";
 import { announces } from "../webhooks/outbox";
 import type { ClaimResult, SettleReport, StopResult } from "./client";
 import {
@@ -270,10 +270,12 @@ export class LeaseKeeper extends DurableObject<Env> {
    * One step of the loop: the lease's other creates first (lookups, other machines' teardown),
    * then its own machine: a poll or a cap for an active lease, a teardown step for a stopping one.
    */
-  private async step(services: Services, leaseId: string): Promise<void> {
-    await this.flushMeter(services, leaseId);
-    const loaded = await leaseWithCreates(services.db, leaseId);
+  private async step(unscoped: Services, leaseId: string): Promise<void> {
+    await this.flushMeter(unscoped, leaseId);
+    const loaded = await leaseWithCreates(unscoped.db, leaseId);
     if (!loaded || loaded.lease.status === "stopped") return;
+    // What a provider says about this lease's machine may quote its env back: scrubbed too.
+    const services = hidingValues(unscoped, Object.values(loaded.lease.spec.env));
     const s = keeperSettings(services.config);
     const now = services.clock();
     const worked = await this.workCreates(services, s, loaded.lease, loaded.creates, now);

@@ -8,7 +8,7 @@ import type { OffersQuery } from "../offers/schemas";
 import { findOffer, listRankedOffers, type RankedOffer } from "../offers/service";
 import { OLLAMA_PORT } from "../providers/ollama";
 import type { MachineSpec, Provider } from "../providers/types";
-import type { Services } from "../services";
+import { hidingValues, type Services } from "../services";
 import { type CreateRecord, claimMachine, listCreates, noteUnresolved, resolveNone, writeAheadCreate } from "./creates";
 import { newInferenceKey, sealInferenceKey } from "./inference-key";
 import {
@@ -165,8 +165,11 @@ export async function createLease(services: Services, input: LeaseInput, options
     // The memory estimate assumes one request at a time (Ollama's OLLAMA_NUM_PARALLEL).
     ...(sizing ? { GPULEASE_MODEL: sizing.model.name, OLLAMA_NUM_PARALLEL: "1" } : {}),
   });
-  const tried = await tryOffers(services, inserted.row, plan.offers, spec);
-  const outcome = await answer(services, inserted.row, tried);
+  // A provider's error may quote the create back: the env sent (the user's values and the
+  // call-back token) is scrubbed from everything this rental stores, logs or answers.
+  const renting = hidingValues(services, Object.values(spec.env));
+  const tried = await tryOffers(renting, inserted.row, plan.offers, spec);
+  const outcome = await answer(renting, inserted.row, tried);
   return outcome.ok && inferenceKey && !options.scheduleId ? { ...outcome, inferenceKey } : outcome;
 }
 

@@ -11,6 +11,8 @@ export interface Logger {
   error(event: string, fields?: LogFields): void;
   /** A logger whose every line also carries `fields` (a request id, a lease id, a job name). */
   with(fields: LogFields): Logger;
+  /** A logger that also scrubs these values (a lease's env, for the work on that lease). */
+  hiding(values: readonly string[]): Logger;
 }
 
 const sinks: Record<LogLevel, (line: LogFields) => void> = {
@@ -40,5 +42,6 @@ export function createLogger(secrets: readonly (string | null | undefined)[], co
     warn: (event, fields) => write("warn", event, fields),
     error: (event, fields) => write("error", event, fields),
     with: (fields) => createLogger(secrets, { ...context, ...fields }),
+    hiding: (values) => createLogger([...secrets, ...values], context),
   };
 }

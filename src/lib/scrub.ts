@@ -16,7 +16,11 @@ const credentialPatterns: RegExp[] = [
  * Provider error text made safe to store and show: every known secret and anything shaped
  * like a credential is replaced, whitespace folded, and the result cut to a readable length.
  */
-export function scrubText(text: string, secrets: readonly (string | null | undefined)[] = []): string {
+export function scrubText(
+  text: string,
+  secrets: readonly (string | null | undefined)[] = [],
+  maxChars = MAX_ERROR_CHARS,
+): string {
   let out = text;
   for (const secret of secrets) {
     if (secret && secret.length >= 4) out = out.split(secret).join("[redacted]");
@@ -27,13 +31,13 @@ export function scrubText(text: string, secrets: readonly (string | null | undef
     );
   }
   out = out.replace(/\s+/g, " ").trim();
-  return out.length > MAX_ERROR_CHARS ? `${out.slice(0, MAX_ERROR_CHARS)}…` : out;
+  return out.length > maxChars ? `${out.slice(0, maxChars)}…` : out;
 }
 
 /** The worker's secrets: what every stored, logged or shown error is scrubbed of. */
 export function secretsOf(config: Config): (string | null)[] {
   const s = config.secrets;
-  return [s.adminToken, s.runpodApiKey, s.vastApiKey, s.vramfarmToken];
+  return [s.adminToken, s.runpodApiKey, s.vastApiKey, s.vramfarmToken, ...s.alsoHidden];
 }
 
 /** An error's message, scrubbed of the worker's secrets: safe to store, log and show. */

@@ -71,6 +71,9 @@ export interface HttpResponse {
   json: unknown;
 }
 
+/** How much of a provider's answer an error keeps until its caller scrubs and cuts it to length. */
+const PROVIDER_TEXT_CHARS = 8_000;
+
 const RETRY_STATUSES = new Set([429, 502, 503, 504]);
 
 /** The one HTTP client of every provider adapter. */
@@ -99,7 +102,9 @@ export class HttpClient {
 
   /** Scrubs provider text of this client's key and anything credential-shaped. */
   scrub(text: string): string {
-    return scrubText(text, [this.apiKey]);
+    // Cut long, not short: what the answer quotes of the request (a lease's env) is scrubbed by
+    // the caller, who knows those values, and a value cut in half here would escape it.
+    return scrubText(text, [this.apiKey], PROVIDER_TEXT_CHARS);
   }
 
   error(kind: ProviderErrorKind, message: string, status: number | null = null): ProviderError {

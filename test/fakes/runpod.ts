@@ -44,7 +44,13 @@ export type RunpodFault =
   /** HTTP 200 with a body that is not JSON */
   | { kind: "malformed" }
   /** HTTP 200 with an empty body */
-  | { kind: "empty" };
+  | { kind: "empty" }
+  /**
+   * GraphQL only: the schema no longer knows `field` (a field RunPod dropped, as it dropped
+   * `supportPublicIp`): graphql-js refuses the variable with the whole value inspected in the
+   * message, so everything sent, env values included, comes back in the error text.
+   */
+  | { kind: "unknownField"; field: string };
 
 export interface RunpodQuirks {
   /** 1: 403 text/plain "error code: 1010" without a User-Agent or with a bot UA (Cloudflare) */
@@ -559,6 +565,11 @@ export class RunpodFake implements FakeService {
 
     for (const operation of record.operations) {
       const fault = this.faults[operation].shift();
+      if (fault?.kind === "unknownField") {
+        const input = record.variables.input;
+        const message = `Variable "$input" got invalid value ${graphqlInspect(input)}; Field "${fault.field}" is not defined by type "PodFindAndDeployOnDemandInput".`;
+        return json({ errors: [{ message, extensions: { code: "BAD_USER_INPUT" } }] }, 400);
+      }
       if (fault) return this.injected(fault, request);
     }
 
@@ -622,6 +633,8 @@ export class RunpodFake implements FakeService {
 
   injected(fault: RunpodFault, request: Request): Promise<Response> | Response {
     switch (fault.kind) {
+      case "unknownField":
+        return text("unknownField is a GraphQL fault", 500);
       case "status":
         return text(fault.body ?? statusText(fault.status), fault.status, fault.headers);
       case "hang":
@@ -1022,6 +1035,20 @@ const ROOT_FIELDS: Record<string, RootField> = {
     }),
   },
 };
+
+/**
+ * graphql-js's `inspect` (src/jsutils/inspect.ts), which its variable errors quote: objects as
+ * `{ key: value }`, strings JSON-quoted, nesting beyond two levels as `[Object]` / `[Array]`.
+ */
+function graphqlInspect(value: unknown, seen: unknown[] = []): string {
+  if (typeof value === "string") return JSON.stringify(value);
+  if (value === null || typeof value !== "object") return String(value);
+  if (seen.length > 2) return Array.isArray(value) ? "[Array]" : "[Object]";
+  const inner = [...seen, value];
+  if (Array.isArray(value)) return `[${value.map((v) => graphqlInspect(v, inner)).join(", ")}]`;
+  const entries = Object.entries(value).map(([k, v]) => `${k}: ${graphqlInspect(v, inner)}`);
+  return entries.length ? `{ ${entries.join(", ")} }` : "{}";
+}
 
 /** docs/providers.md#runpod-graphql-errors: what RunPod checks on PodFindAndDeployOnDemandInput before deploying anything. */
 function validateDeployInput(input: unknown): void {
