@@ -119,6 +119,13 @@ export interface paths {
     /** Spend, budget and provider balances */
     get: operations["getAccount"];
   };
+  "/v1/account/spend": {
+    /**
+     * Spend per UTC day and provider
+     * @description The ledger's spend per UTC day and provider (USD; a lease running across midnight counts pro rata), with what providers billed where they report it per machine.
+     */
+    get: operations["getAccountSpend"];
+  };
   "/v1/tokens": {
     /** List tokens, revoked ones included (admin) */
     get: operations["listTokens"];
@@ -608,6 +615,30 @@ export interface components {
       drift: number | null;
       /** @enum {string} */
       currency: "USD";
+    };
+    AccountSpend: {
+      /** @description every UTC day of the window, oldest first, today last */
+      days: components["schemas"]["SpendDay"][];
+      /** @enum {string} */
+      currency: "USD";
+      budget: {
+        daily: number | null;
+      };
+    };
+    SpendDay: {
+      /**
+       * @description UTC day, YYYY-MM-DD
+       * @example 2026-11-29
+       */
+      day: string;
+      /** @description the ledger's spend that day per provider, USD (providers with none left out) */
+      providers: {
+        [key: string]: number;
+      };
+      /** @description the ledger's spend that day, USD */
+      total: number;
+      /** @description what the providers that report a bill per machine billed that day, USD; null where none has (yet) */
+      billed: number | null;
     };
     CreatedToken: {
       id: string;
@@ -1952,6 +1983,56 @@ export interface operations {
       200: {
         content: {
           "application/json": components["schemas"]["Account"];
+        };
+      };
+      /** @description `invalid_request`: The request failed validation; `issues` names the fields. */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `unauthorized`: No token, or an unknown or revoked one. */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `forbidden`: The token lacks the scope this route needs. */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `rate_limited`: Too many requests; see Retry-After. */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `internal`: Unexpected failure (logged). */
+      500: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Spend per UTC day and provider
+   * @description The ledger's spend per UTC day and provider (USD; a lease running across midnight counts pro rata), with what providers billed where they report it per machine.
+   */
+  getAccountSpend: {
+    parameters: {
+      query?: {
+        /** @description UTC days, today included: 1 to 366, default 30 */
+        days?: number;
+      };
+    };
+    responses: {
+      /** @description The days. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AccountSpend"];
         };
       };
       /** @description `invalid_request`: The request failed validation; `issues` names the fields. */
