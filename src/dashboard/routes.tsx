@@ -26,6 +26,7 @@ import { LeasePage, LeasesPage, STOP_ALL_PHRASE } from "./pages/leases";
 import { LoginPage } from "./pages/login";
 import { type OfferFilters, OffersPage, RentConfirm, type RentFields, RentForm } from "./pages/offers";
 import { AccountPage, type AccountView, ReaperPage, SchedulesPage, TokensPage } from "./pages/other";
+import type { SpendView } from "./pages/spend";
 import { ErrorPanel, Layout } from "./ui";
 import { worstCase } from "./worst-case";
 
@@ -333,9 +334,16 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
   });
 
   pages.get("/account", async (c) => {
-    const answer = await api<AccountView>(c, "GET", "/v1/account");
+    const [answer, spend] = await Promise.all([
+      api<AccountView>(c, "GET", "/v1/account"),
+      api<SpendView>(c, "GET", "/v1/account/spend?days=30"),
+    ]);
     if (!answer.ok) return problemPage(c, "Spend", "/account", answer.problem);
-    return page(c, { title: "Spend and budget", current: "/account" }, <AccountPage account={answer.data} />);
+    return page(
+      c,
+      { title: "Spend and budget", current: "/account" },
+      <AccountPage account={answer.data} spend={spend.ok ? spend.data : null} />,
+    );
   });
 
   pages.get("/reaper", async (c) => {
