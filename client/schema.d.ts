@@ -97,7 +97,7 @@ export interface paths {
   "/v1/schedules/{id}/runs": {
     /**
      * A schedule's runs, newest first
-     * @description One row per due time: started (with its lease), skipped or failed (with why), or retrying for capacity.
+     * @description One row per due time: started (with its lease, what it cost and how long it ran), skipped or failed (with why), or retrying for capacity.
      */
     get: operations["listScheduleRuns"];
   };
@@ -513,6 +513,15 @@ export interface components {
       attempts: number;
       created_at: string;
       updated_at: string;
+      /** @description the run's lease, once it started one */
+      lease: ({
+        status: components["schemas"]["LeaseStatus"];
+        error: string | null;
+        /** @description what the lease has cost so far, USD */
+        cost_usd: number;
+        /** @description billed minutes so far, from the rental to its stop (or now) */
+        minutes: number;
+      }) | null;
     };
     /** @enum {string} */
     ScheduleRunStatus: "claimed" | "started" | "skipped" | "retrying" | "failed";
@@ -1823,7 +1832,7 @@ export interface operations {
   };
   /**
    * A schedule's runs, newest first
-   * @description One row per due time: started (with its lease), skipped or failed (with why), or retrying for capacity.
+   * @description One row per due time: started (with its lease, what it cost and how long it ran), skipped or failed (with why), or retrying for capacity.
    */
   listScheduleRuns: {
     parameters: {

@@ -13,7 +13,7 @@ import { randomSecret } from "../lib/crypto";
 import type { Offer, ProviderFailure } from "../offers/schemas";
 import { ProviderNameSchema } from "../providers/types";
 import type { ReaperRun } from "../reaper/runs";
-import type { Schedule } from "../schedules/schema";
+import type { Schedule, ScheduleRun } from "../schedules/schema";
 import { type ApiAnswer, type ApiProblem, callApi } from "./api";
 import { CLIENT_SCRIPT, STYLE } from "./assets";
 import { clearSessionCookie, writeSessionCookie } from "./cookie";
@@ -26,6 +26,7 @@ import { LeasePage, LeasesPage, STOP_ALL_PHRASE } from "./pages/leases";
 import { LoginPage } from "./pages/login";
 import { type OfferFilters, OffersPage, RentConfirm, type RentFields, RentForm } from "./pages/offers";
 import { AccountPage, type AccountView, ReaperPage, SchedulesPage, TokensPage } from "./pages/other";
+import { SchedulePage } from "./pages/schedule";
 import type { SpendView } from "./pages/spend";
 import { ErrorPanel, Layout } from "./ui";
 import { worstCase } from "./worst-case";
@@ -315,6 +316,21 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
       c,
       { title: "Schedules", current: "/schedules" },
       <SchedulesPage schedules={answer.data.schedules} caller={caller} csrf={csrf} />,
+    );
+  });
+
+  pages.get("/schedules/:id", async (c) => {
+    const id = encodeURIComponent(c.req.param("id"));
+    const [schedule, runs] = await Promise.all([
+      api<Schedule>(c, "GET", `/v1/schedules/${id}`),
+      api<{ runs: ScheduleRun[] }>(c, "GET", `/v1/schedules/${id}/runs?limit=14`),
+    ]);
+    if (!schedule.ok) return problemPage(c, "Schedule", "/schedules", schedule.problem);
+    if (!runs.ok) return problemPage(c, schedule.data.name, "/schedules", runs.problem);
+    return page(
+      c,
+      { title: schedule.data.name, current: "/schedules" },
+      <SchedulePage schedule={schedule.data} runs={runs.data.runs} />,
     );
   });
 

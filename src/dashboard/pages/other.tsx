@@ -38,7 +38,9 @@ export function SchedulesPage(props: { schedules: Schedule[]; caller: Caller; cs
           {props.schedules.map((s) => (
             <tr data-schedule-id={s.id}>
               <td data-label="Schedule">
-                <strong>{s.name}</strong>
+                <a class="lease-name" href={`/schedules/${s.id}`}>
+                  {s.name}
+                </a>
                 <code class="muted id block">{s.id}</code>
               </td>
               <td data-label="When">
