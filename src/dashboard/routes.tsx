@@ -278,6 +278,7 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
         { title: "Rent a machine", current: "/offers", status: pageStatus(problem) },
         <RentForm fields={fields} csrf={csrf} problem={problem} />,
       );
+    const released = form.confirm === "1" ? null : releasePin(fields, form);
     const body = leaseBody(fields);
     if (form.confirm !== "1") {
       const chosen = await chooseOffer(fields, (path) => api<{ offers: Offer[] }>(c, "GET", path));
@@ -299,6 +300,7 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
           billingStartsAt={billing.startsAt}
           idempotencyKey={`dash-${randomSecret(12)}`}
           csrf={csrf}
+          released={released}
         />,
       );
     }
@@ -407,6 +409,9 @@ function pageStatus(problem: ApiProblem): ContentfulStatusCode {
 
 const RENT_FIELD_NAMES = [
   "offer_id",
+  "pin_provider",
+  "pin_gpu",
+  "pin_vram_gb",
   "name",
   "provider",
   "gpu",
@@ -426,6 +431,29 @@ function pickRentFields(source: Record<string, unknown>): RentFields {
     if (typeof value === "string" && value.trim() !== "") fields[name] = value.trim();
   }
   return fields;
+}
+
+const PINNED_CHOICE = [
+  ["provider", "pin_provider", "provider"],
+  ["gpu", "pin_gpu", "GPU"],
+  ["vram_gb", "pin_vram_gb", "VRAM"],
+] as const;
+
+/**
+ * A picked offer is pinned with the provider, GPU and VRAM it was picked with. When the form's
+ * choice no longer matches them, the user chose something else: the pin is dropped (here, from
+ * `fields`) so the offer is picked for the new choice. Which offer was released and why, or null.
+ */
+function releasePin(fields: RentFields, form: Record<string, unknown>): { offerId: string; changed: string[] } | null {
+  const offerId = fields.offer_id;
+  // A form without the pinned choice (a bare link with the offer alone) keeps the offer.
+  const pinned = PINNED_CHOICE.some(([, pin]) => typeof form[pin] === "string");
+  const same = (a: string | undefined, b: string | undefined) => (a ?? "").toLowerCase() === (b ?? "").toLowerCase();
+  const changed = PINNED_CHOICE.filter(([field, pin]) => !same(fields[field], fields[pin])).map(([, , label]) => label);
+  for (const [, pin] of PINNED_CHOICE) delete fields[pin];
+  if (!offerId || !pinned || !changed.length) return null;
+  delete fields.offer_id;
+  return { offerId, changed };
 }
 
 /** The POST /v1/leases body of the form: numbers as numbers, empty fields left out (the API validates). */

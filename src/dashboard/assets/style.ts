@@ -61,6 +61,7 @@ main { max-width: 80rem; margin: 0 auto; padding: 1.5rem 1.25rem 3rem; }
 .panel h2 { margin-top: 0; }
 .panel-error { border-color: var(--alarm-line); background: var(--alarm-bg); }
 .panel-ok { border-color: var(--ok); }
+.panel-notice { background: var(--b-provisioning); color: var(--b-provisioning-t); border-color: var(--b-provisioning-t); }
 .empty { background: var(--surface); border: 1px dashed var(--line); border-radius: 10px; padding: 1.25rem; color: var(--muted); }
 
 .table-wrap { margin: 0 0 1.25rem; overflow-x: auto; background: var(--surface); border: 1px solid var(--line); border-radius: 10px; }
