@@ -1,3 +1,5 @@
+import { money } from "./format";
+
 /**
  * Stacked bar charts as server-rendered SVG: no script, no CDN. The geometry is a pure function
  * (tested on its own); colours come from the stylesheet's classes, so both themes apply.
@@ -31,6 +33,8 @@ export interface Geometry {
   plot: Rect;
   /** the value at the top of the plot */
   max: number;
+  /** between two ticks */
+  step: number;
   bars: { label: string; x: number; width: number; total: number; segments: (Rect & { series: number })[] }[];
   /** y of the reference line, or null */
   lineY: number | null;
@@ -40,7 +44,7 @@ export interface Geometry {
 }
 
 export const CHART_WIDTH = 640;
-export const CHART_HEIGHT = 260;
+export const CHART_HEIGHT = 300;
 const MARGIN = { top: 16, right: 12, bottom: 34, left: 78 };
 
 /** A round step for about `count` ticks up to `max` (1, 2 or 5 times a power of ten). */
@@ -87,6 +91,7 @@ export function chartGeometry(input: ChartInput): Geometry {
     height: CHART_HEIGHT,
     plot,
     max,
+    step,
     bars,
     lineY: input.line ? yOf(input.line.value) : null,
     ticks,
@@ -109,7 +114,8 @@ export interface BarChartProps extends ChartInput {
   description: string;
   /** what the empty chart says instead of bars */
   emptyText: string;
-  format: (value: number) => string;
+  /** a value as the axis shows it; `step` is the ticks' spacing, for how many digits it needs */
+  format: (value: number, step: number) => string;
 }
 
 /** The chart, with its legend; an "empty" panel when there is nothing to draw. */
@@ -138,7 +144,7 @@ export function BarChart(props: BarChartProps) {
           <g class="chart-tick">
             <line x1={g.plot.x} x2={g.plot.x + g.plot.width} y1={t.y} y2={t.y} />
             <text x={g.plot.x - 8} y={t.y} text-anchor="end" dominant-baseline="middle">
-              {props.format(t.value)}
+              {props.format(t.value, g.step)}
             </text>
           </g>
         ))}
@@ -155,7 +161,13 @@ export function BarChart(props: BarChartProps) {
               />
             ))}
             {shown.has(i) ? (
-              <text class="chart-label" x={bar.x + bar.width / 2} y={bottom + 22} text-anchor="middle">
+              // The last label ends at its bar, so it stays inside the chart however wide its text.
+              <text
+                class="chart-label"
+                x={i === g.bars.length - 1 && g.bars.length > 1 ? bar.x + bar.width : bar.x + bar.width / 2}
+                y={bottom + 22}
+                text-anchor={i === g.bars.length - 1 && g.bars.length > 1 ? "end" : "middle"}
+              >
                 {bar.label}
               </text>
             ) : null}
@@ -187,4 +199,10 @@ export function BarChart(props: BarChartProps) {
       </figcaption>
     </figure>
   );
+}
+
+/** USD with as many decimals as ticks `step` apart need to differ (at least 2). */
+export function usdTick(value: number, step: number): string {
+  const digits = Math.min(4, Math.max(2, Math.ceil(-Math.log10(step) - 1e-9)));
+  return money(value, "USD", digits);
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { BarChart, type ChartInput, chartGeometry } from "../../src/dashboard/charts";
+import { BarChart, type ChartInput, chartGeometry, usdTick } from "../../src/dashboard/charts";
 
 const input = (over: Partial<ChartInput> = {}): ChartInput => ({
   series: ["runpod", "vast"],
@@ -14,7 +14,14 @@ const input = (over: Partial<ChartInput> = {}): ChartInput => ({
 
 const render = async (over: Partial<ChartInput> = {}) =>
   String(
-    await BarChart({ ...input(over), id: "t", title: "T", description: "D", emptyText: "No spend", format: String }),
+    await BarChart({
+      ...input(over),
+      id: "t",
+      title: "T",
+      description: "D",
+      emptyText: "No spend",
+      format: (v) => String(v),
+    }),
   );
 
 describe("chartGeometry", () => {
@@ -66,6 +73,14 @@ describe("chartGeometry", () => {
     expect(chartGeometry(input({ bars: [{ label: "a", values: {} }] })).empty).toBe(true);
     expect(chartGeometry(input({ bars: [] })).empty).toBe(true);
     expect(chartGeometry(input({ bars: [{ label: "a", values: { runpod: -1 } }] })).empty).toBe(true);
+  });
+});
+
+describe("usdTick", () => {
+  it("has as many decimals as the ticks need to differ", () => {
+    expect([0, 0.2, 0.4].map((v) => usdTick(v, 0.2))).toEqual(["$0.00", "$0.20", "$0.40"]);
+    expect([0.005, 0.01, 0.015].map((v) => usdTick(v, 0.005))).toEqual(["$0.005", "$0.010", "$0.015"]);
+    expect(usdTick(20, 5)).toBe("$20.00");
   });
 });
 

@@ -46,7 +46,7 @@ describe("the schedule page", () => {
     expect(html).toContain(`<a href="/leases/${first.id}">`);
     expect(html).toContain(`<a href="/leases/${second.id}">`);
     const row = new RegExp(
-      `${first.id}</a></td><td class="r">(4[5-7]\\.\\d)</td><td class="r">\\$${stopped.cost.toFixed(2)}<`,
+      `${first.id}</a></td><td data-label="Minutes" class="r">(4[5-7]\\.\\d)</td><td data-label="Cost" class="r">\\$${stopped.cost.toFixed(2)}<`,
     );
     expect(html).toMatch(row);
   });

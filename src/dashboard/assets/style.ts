@@ -140,6 +140,10 @@ ol.events time { color: var(--muted); font-size: 0.85rem; font-variant-numeric: 
 .swatch-line { height: 0; border-top: 2px dashed var(--bad); border-radius: 0; }
 .chart-grid { display: grid; gap: 1rem; grid-template-columns: minmax(0, 3fr) minmax(14rem, 1fr); align-items: start; }
 .table-wrap.scroll table th, .table-wrap.scroll table td { padding: 0.35rem 0.6rem; white-space: nowrap; }
+.table-wrap.scroll tbody th { text-transform: none; letter-spacing: 0; font-size: inherit; color: var(--text); font-weight: 600; }
+.table-wrap.scroll tbody tr:last-child th { border-bottom: 0; }
+details.figures { margin: 0 0 1.25rem; }
+details.figures > summary { cursor: pointer; color: var(--accent); margin: 0 0 0.5rem; }
 
 @media (max-width: 900px) {
   .chart-grid { grid-template-columns: minmax(0, 1fr); }

@@ -1,5 +1,5 @@
 import type { Schedule, ScheduleRun } from "../../schedules/schema";
-import { BarChart } from "../charts";
+import { BarChart, usdTick } from "../charts";
 import { duration, money } from "../format";
 import { Empty, Time } from "../ui";
 
@@ -19,6 +19,8 @@ export function SchedulePage(props: { schedule: Schedule; runs: ScheduleRun[] })
   const costed = props.runs.filter((r) => r.lease);
   const total = costed.reduce((sum, r) => sum + (r.lease?.cost_usd ?? 0), 0);
   const minutes = costed.reduce((sum, r) => sum + (r.lease?.minutes ?? 0), 0);
+  // Runs of one day are told apart by their time (UTC), else by their day.
+  const oneDay = new Set(props.runs.map((r) => r.due_at.slice(0, 10))).size === 1;
   return (
     <>
       <section class="panel">
@@ -50,20 +52,20 @@ export function SchedulePage(props: { schedule: Schedule; runs: ScheduleRun[] })
             id="runs-chart"
             title={`Cost of the last ${props.runs.length} runs`}
             description={
-              `Cost per run, oldest first, coloured by outcome: ${money(total, "USD")} and ` +
+              `Cost per run, oldest first (labelled by ${oneDay ? "UTC time" : "UTC day"}), coloured by outcome: ${money(total, "USD")} and ` +
               `${duration(minutes * 60_000)} in all. The table below has every run.`
             }
             emptyText="None of these runs has cost anything yet."
             series={SERIES}
             bars={oldestFirst.map((r) => ({
-              label: r.due_at.slice(5, 10),
+              label: oneDay ? r.due_at.slice(11, 16) : r.due_at.slice(5, 10),
               values: r.lease ? { [outcome(r)]: r.lease.cost_usd } : {},
             }))}
             line={null}
-            format={(v) => money(v, "USD")}
+            format={usdTick}
           />
-          <div class="table-wrap scroll">
-            <table>
+          <div class="table-wrap">
+            <table class="cards">
               <caption class="visually-hidden">Recent runs, newest first</caption>
               <thead>
                 <tr>
@@ -81,16 +83,20 @@ export function SchedulePage(props: { schedule: Schedule; runs: ScheduleRun[] })
               <tbody>
                 {props.runs.map((r) => (
                   <tr>
-                    <th scope="row">
+                    <td data-label="Due">
                       <Time at={r.due_at} />
-                    </th>
-                    <td class={outcome(r) === "failed" || r.lease?.error ? "bad" : undefined}>
+                    </td>
+                    <td data-label="Outcome" class={outcome(r) === "failed" || r.lease?.error ? "bad" : undefined}>
                       {outcome(r)}
                       {r.detail ? <span class="muted small block">{r.detail}</span> : null}
                     </td>
-                    <td>{r.lease_id ? <a href={`/leases/${r.lease_id}`}>{r.lease_id}</a> : "—"}</td>
-                    <td class="r">{r.lease ? r.lease.minutes.toFixed(1) : "—"}</td>
-                    <td class="r">{r.lease ? money(r.lease.cost_usd, "USD") : "—"}</td>
+                    <td data-label="Lease">{r.lease_id ? <a href={`/leases/${r.lease_id}`}>{r.lease_id}</a> : "—"}</td>
+                    <td data-label="Minutes" class="r">
+                      {r.lease ? r.lease.minutes.toFixed(1) : "—"}
+                    </td>
+                    <td data-label="Cost" class="r">
+                      {r.lease ? money(r.lease.cost_usd, "USD", r.lease.cost_usd < 0.1 ? 4 : 2) : "—"}
+                    </td>
                   </tr>
                 ))}
               </tbody>

@@ -1,6 +1,6 @@
 import type { SpendDay } from "../../account/spend-days";
 import type { BillingDay } from "../../billing/report";
-import { BarChart } from "../charts";
+import { BarChart, usdTick } from "../charts";
 import { money } from "../format";
 
 /** What GET /v1/account/spend answers. */
@@ -83,43 +83,46 @@ export function SpendSection(props: { spend: SpendView; billing: readonly Billin
           series={providers}
           bars={days.map((d) => ({ label: d.day.slice(5), values: d.providers }))}
           line={budget.daily === null ? null : { value: budget.daily, label: `daily budget ${usd(budget.daily)}` }}
-          format={usd}
+          format={usdTick}
         />
         <LedgerVsBilled billing={props.billing} />
       </div>
-      <div class="table-wrap scroll">
-        <table>
-          <caption class="visually-hidden">Spend per UTC day and provider, USD</caption>
-          <thead>
-            <tr>
-              <th scope="col">Day (UTC)</th>
-              {providers.map((p) => (
-                <th scope="col" class="r">
-                  {p}
-                </th>
-              ))}
-              <th scope="col" class="r">
-                Total
-              </th>
-              <th scope="col" class="r">
-                Billed
-              </th>
-            </tr>
-          </thead>
-          <tbody>
-            {days.map((d) => (
+      <details class="figures">
+        <summary>Every day's figures</summary>
+        <div class="table-wrap scroll">
+          <table>
+            <caption class="visually-hidden">Spend per UTC day and provider, USD</caption>
+            <thead>
               <tr>
-                <th scope="row">{d.day}</th>
+                <th scope="col">Day (UTC)</th>
                 {providers.map((p) => (
-                  <td class="r">{d.providers[p] ? usd(d.providers[p]) : "—"}</td>
+                  <th scope="col" class="r">
+                    {p}
+                  </th>
                 ))}
-                <td class={budget.daily !== null && d.total > budget.daily ? "r bad" : "r"}>{usd(d.total)}</td>
-                <td class="r">{d.billed === null ? "—" : usd(d.billed)}</td>
+                <th scope="col" class="r">
+                  Total
+                </th>
+                <th scope="col" class="r">
+                  Billed
+                </th>
               </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
+            </thead>
+            <tbody>
+              {days.map((d) => (
+                <tr>
+                  <th scope="row">{d.day}</th>
+                  {providers.map((p) => (
+                    <td class="r">{d.providers[p] ? usd(d.providers[p]) : "—"}</td>
+                  ))}
+                  <td class={budget.daily !== null && d.total > budget.daily ? "r bad" : "r"}>{usd(d.total)}</td>
+                  <td class="r">{d.billed === null ? "—" : usd(d.billed)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      </details>
     </>
   );
 }
