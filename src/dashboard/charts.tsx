@@ -45,7 +45,7 @@ export interface Geometry {
 
 export const CHART_WIDTH = 640;
 export const CHART_HEIGHT = 300;
-const MARGIN = { top: 16, right: 12, bottom: 34, left: 78 };
+const MARGIN = { top: 16, right: 12, bottom: 34, left: 96 };
 
 /** A round step for about `count` ticks up to `max` (1, 2 or 5 times a power of ten). */
 function niceStep(max: number, count: number): number {
@@ -99,9 +99,9 @@ export function chartGeometry(input: ChartInput): Geometry {
   };
 }
 
-/** Which bars get an axis label: about six, the last always (today). */
+/** Which bars get an axis label: about five (room for them at phone width), the last always (today). */
 function labelled(count: number): Set<number> {
-  const every = Math.max(1, Math.ceil(count / 6));
+  const every = Math.max(1, Math.ceil(count / 5));
   const shown = new Set<number>();
   for (let i = count - 1; i >= 0; i -= every) shown.add(i);
   return shown;

@@ -142,6 +142,7 @@ ol.events time { color: var(--muted); font-size: 0.85rem; font-variant-numeric: 
 .table-wrap.scroll table th, .table-wrap.scroll table td { padding: 0.35rem 0.6rem; white-space: nowrap; }
 .table-wrap.scroll tbody th { text-transform: none; letter-spacing: 0; font-size: inherit; color: var(--text); font-weight: 600; }
 .table-wrap.scroll tbody tr:last-child th { border-bottom: 0; }
+table.runs a { overflow-wrap: anywhere; }
 details.figures { margin: 0 0 1.25rem; }
 details.figures > summary { cursor: pointer; color: var(--accent); margin: 0 0 0.5rem; }
 
@@ -150,7 +151,7 @@ details.figures > summary { cursor: pointer; color: var(--accent); margin: 0 0 0
 }
 @media (max-width: 700px) {
   .chart { padding: 0.5rem; }
-  .chart text { font-size: 22px; }
+  .chart text { font-size: 21px; }
   .table-wrap.scroll { overflow-x: auto; background: var(--surface); border: 1px solid var(--line); }
   .top { padding: 0.6rem 1rem; }
   .signout { margin-left: 0; width: 100%; justify-content: space-between; }

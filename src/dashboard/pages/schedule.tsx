@@ -65,7 +65,7 @@ export function SchedulePage(props: { schedule: Schedule; runs: ScheduleRun[] })
             format={usdTick}
           />
           <div class="table-wrap">
-            <table class="cards">
+            <table class="cards runs">
               <caption class="visually-hidden">Recent runs, newest first</caption>
               <thead>
                 <tr>
