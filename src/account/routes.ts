@@ -9,7 +9,7 @@ import { CurrencySchema, type ProviderName, ProviderNameSchema, providerNames } 
 import { bearerSecurity, createRouter, jsonResponse } from "../router";
 import type { Services } from "../services";
 import { loadSpend, roundUsd } from "./spend";
-import { SpendDaySchema, spendDays } from "./spend-days";
+import { AccountSpendSchema, spendDays } from "./spend-days";
 
 /** A provider's balance read gets this long; a slow one is reported, the others still answer. */
 const BALANCE_TIMEOUT_MS = 8_000;
@@ -67,14 +67,6 @@ const accountRoute = createRoute({
     ...errorResponses("forbidden"),
   },
 });
-
-const AccountSpendSchema = z
-  .object({
-    days: z.array(SpendDaySchema).openapi({ description: "every UTC day of the window, oldest first, today last" }),
-    currency: z.literal("USD"),
-    budget: z.object({ daily: z.number().nullable() }),
-  })
-  .openapi("AccountSpend");
 
 const SpendQuery = z.strictObject({
   days: z

@@ -17,6 +17,15 @@ export const SpendDaySchema = z
   .openapi("SpendDay");
 export type SpendDay = z.infer<typeof SpendDaySchema>;
 
+export const AccountSpendSchema = z
+  .object({
+    days: z.array(SpendDaySchema).openapi({ description: "every UTC day of the window, oldest first, today last" }),
+    currency: z.literal("USD"),
+    budget: z.object({ daily: z.number().nullable() }),
+  })
+  .openapi("AccountSpend");
+export type AccountSpend = z.infer<typeof AccountSpendSchema>;
+
 const round = (value: number) => Math.round(value * 1e4) / 1e4;
 
 /**

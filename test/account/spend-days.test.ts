@@ -3,6 +3,7 @@ import type { Lease } from "../../src/leases/schema";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RunpodFake } from "../fakes/runpod";
 import { VastFake } from "../fakes/vast";
+import { VramfarmFake } from "../fakes/vramfarm";
 import { api, apiViaSelf, errorBody } from "../helpers";
 import {
   clock,
@@ -106,6 +107,21 @@ describe("GET /v1/account/spend", () => {
     expect(today.billed).not.toBeNull();
     expect(Math.abs(today.billed! - runpod.cost) / runpod.cost).toBeLessThan(0.05);
     expect((await spend("?days=3")).budget).toEqual({ daily: null });
+  });
+
+  it("converts a EUR lease to USD with EUR_USD", async () => {
+    fakes = installFakes(new RunpodFake(), new VastFake(), new VramfarmFake());
+    clock.set(start + 2 * HOUR);
+    const lease = await rentAndStop(
+      { provider: "vramfarm", gpu: "4090", template: "custom", image: "ghcr.io/x/y:1", max_minutes: 600 },
+      1,
+    );
+    expect(lease.currency).toBe("EUR");
+    expect(lease.cost).toBeGreaterThan(0.4);
+    const today = (await spend("?days=1")).days[0]!;
+    // EUR_USD defaults to 1.08.
+    expect(today.providers.vramfarm).toBeCloseTo(lease.cost * 1.08, 3);
+    expect(today.total).toBeCloseTo(lease.cost * 1.08, 3);
   });
 
   it.each(["0", "367", "abc", "1.5", "-1", ""])("refuses days=%s with the 400 envelope", async (days) => {

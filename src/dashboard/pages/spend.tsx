@@ -1,14 +1,10 @@
-import type { SpendDay } from "../../account/spend-days";
+import type { AccountSpend, SpendDay } from "../../account/spend-days";
 import type { BillingDay } from "../../billing/report";
 import { BarChart, usdTick } from "../charts";
 import { money } from "../format";
 
 /** What GET /v1/account/spend answers. */
-export interface SpendView {
-  days: SpendDay[];
-  currency: "USD";
-  budget: { daily: number | null };
-}
+export type SpendView = AccountSpend;
 
 /** The providers with any spend in the window, in the order of their spend, largest first. */
 function providersOf(days: readonly SpendDay[]): string[] {
