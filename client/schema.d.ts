@@ -97,7 +97,7 @@ export interface paths {
   "/v1/schedules/{id}/runs": {
     /**
      * A schedule's runs, newest first
-     * @description One row per due time: started (with its lease), skipped or failed (with why), or retrying for capacity.
+     * @description One row per due time: started (with its lease, what it cost and how long it ran), skipped or failed (with why), or retrying for capacity.
      */
     get: operations["listScheduleRuns"];
   };
@@ -118,6 +118,13 @@ export interface paths {
   "/v1/account": {
     /** Spend, budget and provider balances */
     get: operations["getAccount"];
+  };
+  "/v1/account/spend": {
+    /**
+     * Spend per UTC day and provider
+     * @description The ledger's spend per UTC day and provider (USD; a lease running across midnight counts pro rata), with what providers billed where they report it per machine.
+     */
+    get: operations["getAccountSpend"];
   };
   "/v1/tokens": {
     /** List tokens, revoked ones included (admin) */
@@ -538,6 +545,15 @@ export interface components {
       attempts: number;
       created_at: string;
       updated_at: string;
+      /** @description the run's lease, once it started one */
+      lease: ({
+        status: components["schemas"]["LeaseStatus"];
+        error: string | null;
+        /** @description what the lease has cost so far, USD */
+        cost_usd: number;
+        /** @description billed minutes so far, from the rental to its stop (or now) */
+        minutes: number;
+      }) | null;
     };
     /** @enum {string} */
     ScheduleRunStatus: "claimed" | "started" | "skipped" | "retrying" | "failed";
@@ -640,6 +656,30 @@ export interface components {
       drift: number | null;
       /** @enum {string} */
       currency: "USD";
+    };
+    AccountSpend: {
+      /** @description every UTC day of the window, oldest first, today last */
+      days: components["schemas"]["SpendDay"][];
+      /** @enum {string} */
+      currency: "USD";
+      budget: {
+        daily: number | null;
+      };
+    };
+    SpendDay: {
+      /**
+       * @description UTC day, YYYY-MM-DD
+       * @example 2026-11-29
+       */
+      day: string;
+      /** @description the ledger's spend that day per provider, USD (providers with none left out) */
+      providers: {
+        [key: string]: number;
+      };
+      /** @description the ledger's spend that day, USD */
+      total: number;
+      /** @description what the providers that report a bill per machine billed that day, USD; null where none has (yet) */
+      billed: number | null;
     };
     CreatedToken: {
       id: string;
@@ -1828,7 +1868,7 @@ export interface operations {
   };
   /**
    * A schedule's runs, newest first
-   * @description One row per due time: started (with its lease), skipped or failed (with why), or retrying for capacity.
+   * @description One row per due time: started (with its lease, what it cost and how long it ran), skipped or failed (with why), or retrying for capacity.
    */
   listScheduleRuns: {
     parameters: {
@@ -1988,6 +2028,56 @@ export interface operations {
       200: {
         content: {
           "application/json": components["schemas"]["Account"];
+        };
+      };
+      /** @description `invalid_request`: The request failed validation; `issues` names the fields. */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `unauthorized`: No token, or an unknown or revoked one. */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `forbidden`: The token lacks the scope this route needs. */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `rate_limited`: Too many requests; see Retry-After. */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `internal`: Unexpected failure (logged). */
+      500: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Spend per UTC day and provider
+   * @description The ledger's spend per UTC day and provider (USD; a lease running across midnight counts pro rata), with what providers billed where they report it per machine.
+   */
+  getAccountSpend: {
+    parameters: {
+      query?: {
+        /** @description UTC days, today included: 1 to 366, default 30 */
+        days?: number;
+      };
+    };
+    responses: {
+      /** @description The days. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AccountSpend"];
         };
       };
       /** @description `invalid_request`: The request failed validation; `issues` names the fields. */

@@ -6,9 +6,10 @@ import { leasesWithUnresolvedCreates } from "../leases/creates";
 import { scrubError } from "../lib/scrub";
 import { withTimeout } from "../lib/timeout";
 import { CurrencySchema, type ProviderName, ProviderNameSchema, providerNames } from "../providers/types";
-import { bearerSecurity, createRouter } from "../router";
+import { bearerSecurity, createRouter, jsonResponse } from "../router";
 import type { Services } from "../services";
 import { loadSpend, roundUsd } from "./spend";
+import { AccountSpendSchema, spendDays } from "./spend-days";
 
 /** A provider's balance read gets this long; a slow one is reported, the others still answer. */
 const BALANCE_TIMEOUT_MS = 8_000;
@@ -67,6 +68,33 @@ const accountRoute = createRoute({
   },
 });
 
+const SpendQuery = z.strictObject({
+  days: z
+    .string()
+    .regex(/^\d{1,3}$/, "expected a whole number")
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(366))
+    .optional()
+    .openapi({ type: "integer", description: "UTC days, today included: 1 to 366, default 30", example: 30 }),
+});
+
+const accountSpendRoute = createRoute({
+  method: "get",
+  path: "/account/spend",
+  operationId: "getAccountSpend",
+  tags: ["account"],
+  summary: "Spend per UTC day and provider",
+  description:
+    "The ledger's spend per UTC day and provider (USD; a lease running across midnight counts pro rata), with what providers billed where they report it per machine.",
+  security: bearerSecurity,
+  middleware: [requireScope("read")] as const,
+  request: { query: SpendQuery },
+  responses: {
+    200: jsonResponse(AccountSpendSchema, "The days."),
+    ...errorResponses("forbidden"),
+  },
+});
+
 async function balanceOf(services: Services, name: ProviderName): Promise<ProviderBalance> {
   const entry: ProviderBalance = { provider: name, configured: false, balance: null, currency: null, error: null };
   try {
@@ -85,33 +113,47 @@ async function balanceOf(services: Services, name: ProviderName): Promise<Provid
   }
 }
 
-export const accountRoutes = createRouter().openapi(accountRoute, async (c) => {
-  const services = c.get("services");
-  const now = services.clock();
-  const [balances, spend, billing] = await Promise.all([
-    Promise.all(providerNames.map((name) => balanceOf(services, name))),
-    loadSpend(services.db, now, services.config.eurUsd),
-    billingByDay(services),
-  ]);
-  return c.json(
-    {
-      providers: balances,
-      spend: {
-        today: roundUsd(spend.today),
-        month: roundUsd(spend.month),
-        currency: "USD" as const,
-        committed_today: roundUsd(spend.committedToday),
-        committed_month: roundUsd(spend.committedMonth),
+export const accountRoutes = createRouter()
+  .openapi(accountRoute, async (c) => {
+    const services = c.get("services");
+    const now = services.clock();
+    const [balances, spend, billing] = await Promise.all([
+      Promise.all(providerNames.map((name) => balanceOf(services, name))),
+      loadSpend(services.db, now, services.config.eurUsd),
+      billingByDay(services),
+    ]);
+    return c.json(
+      {
+        providers: balances,
+        spend: {
+          today: roundUsd(spend.today),
+          month: roundUsd(spend.month),
+          currency: "USD" as const,
+          committed_today: roundUsd(spend.committedToday),
+          committed_month: roundUsd(spend.committedMonth),
+        },
+        budget: { daily: services.config.budgetDailyUsd, monthly: services.config.budgetMonthlyUsd },
+        active_leases: spend.activeLeases.length,
+        limits: { max_active_leases: services.config.maxActiveLeases },
+        unverified_teardowns: spend.activeLeases
+          .filter((l) => l.status === "stopping" && l.error === "teardown_unverified")
+          .map((l) => l.id),
+        unresolved_rentals: await leasesWithUnresolvedCreates(services.db),
+        billing,
       },
-      budget: { daily: services.config.budgetDailyUsd, monthly: services.config.budgetMonthlyUsd },
-      active_leases: spend.activeLeases.length,
-      limits: { max_active_leases: services.config.maxActiveLeases },
-      unverified_teardowns: spend.activeLeases
-        .filter((l) => l.status === "stopping" && l.error === "teardown_unverified")
-        .map((l) => l.id),
-      unresolved_rentals: await leasesWithUnresolvedCreates(services.db),
-      billing,
-    },
-    200,
-  );
-});
+      200,
+    );
+  })
+  .openapi(accountSpendRoute, async (c) => {
+    const services = c.get("services");
+    const days = c.req.valid("query").days ?? 30;
+    const rows = await billingByDay(services, days);
+    return c.json(
+      {
+        days: spendDays(rows, services.clock(), days),
+        currency: "USD" as const,
+        budget: { daily: services.config.budgetDailyUsd },
+      },
+      200,
+    );
+  });

@@ -1,12 +1,12 @@
 import { z } from "@hono/zod-openapi";
-import { spentUsd } from "../account/spend";
+import { dayStart, spentUsd } from "../account/spend";
 import { LeaseRowSchema } from "../leases/ledger";
 import { iso, ms } from "../lib/time";
 import { ProviderNameSchema } from "../providers/types";
 import type { Services } from "../services";
 
 const DAY_MS = 86_400_000;
-/** UTC days shown, today included. */
+/** UTC days GET /v1/account shows, today included. */
 const DAYS_SHOWN = 30;
 
 export const BillingDaySchema = z
@@ -27,15 +27,13 @@ export type BillingDay = z.infer<typeof BillingDaySchema>;
 const round = (value: number) => Math.round(value * 1e4) / 1e4;
 
 /**
- * Per provider and UTC day of the last 30: the ledger's spend (a lease running over midnight
+ * Per provider and UTC day of the last `days` (today included): the ledger's spend (a lease running over midnight
  * counts pro rata to each day) beside what the provider billed where it reports it per machine
  * (stored by reconcile.ts); `billed: null` where the provider reports none or it was not read yet.
  */
-export async function billingByDay(services: Services): Promise<BillingDay[]> {
+export async function billingByDay(services: Services, days = DAYS_SHOWN): Promise<BillingDay[]> {
   const now = services.clock();
-  const since =
-    Date.UTC(new Date(now).getUTCFullYear(), new Date(now).getUTCMonth(), new Date(now).getUTCDate()) -
-    (DAYS_SHOWN - 1) * DAY_MS;
+  const since = dayStart(now) - (days - 1) * DAY_MS;
   const [leases, billed] = await Promise.all([
     services.db
       .prepare("SELECT * FROM leases WHERE provider IS NOT NULL AND (stopped_at IS NULL OR stopped_at >= ?)")

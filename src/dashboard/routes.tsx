@@ -13,7 +13,7 @@ import { randomSecret } from "../lib/crypto";
 import type { Offer, ProviderFailure } from "../offers/schemas";
 import { ProviderNameSchema } from "../providers/types";
 import type { ReaperRun } from "../reaper/runs";
-import type { Schedule } from "../schedules/schema";
+import type { Schedule, ScheduleRun } from "../schedules/schema";
 import { type ApiAnswer, type ApiProblem, callApi } from "./api";
 import { CLIENT_SCRIPT, STYLE } from "./assets";
 import { clearSessionCookie, writeSessionCookie } from "./cookie";
@@ -26,6 +26,8 @@ import { LeasePage, LeasesPage, STOP_ALL_PHRASE } from "./pages/leases";
 import { LoginPage } from "./pages/login";
 import { type OfferFilters, OffersPage, RentConfirm, type RentFields, RentForm } from "./pages/offers";
 import { AccountPage, type AccountView, ReaperPage, SchedulesPage, TokensPage } from "./pages/other";
+import { SchedulePage } from "./pages/schedule";
+import type { SpendView } from "./pages/spend";
 import { ErrorPanel, Layout } from "./ui";
 import { worstCase } from "./worst-case";
 
@@ -276,6 +278,7 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
         { title: "Rent a machine", current: "/offers", status: pageStatus(problem) },
         <RentForm fields={fields} csrf={csrf} problem={problem} />,
       );
+    const released = form.confirm === "1" ? null : releasePin(fields, form);
     const body = leaseBody(fields);
     if (form.confirm !== "1") {
       const chosen = await chooseOffer(fields, (path) => api<{ offers: Offer[] }>(c, "GET", path));
@@ -297,6 +300,7 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
           billingStartsAt={billing.startsAt}
           idempotencyKey={`dash-${randomSecret(12)}`}
           csrf={csrf}
+          released={released}
         />,
       );
     }
@@ -317,6 +321,21 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
     );
   });
 
+  pages.get("/schedules/:id", async (c) => {
+    const id = encodeURIComponent(c.req.param("id"));
+    const [schedule, runs] = await Promise.all([
+      api<Schedule>(c, "GET", `/v1/schedules/${id}`),
+      api<{ runs: ScheduleRun[] }>(c, "GET", `/v1/schedules/${id}/runs?limit=14`),
+    ]);
+    if (!schedule.ok) return problemPage(c, "Schedule", "/schedules", schedule.problem);
+    if (!runs.ok) return problemPage(c, schedule.data.name, "/schedules", runs.problem);
+    return page(
+      c,
+      { title: schedule.data.name, current: "/schedules" },
+      <SchedulePage schedule={schedule.data} runs={runs.data.runs} />,
+    );
+  });
+
   pages.post("/schedules/:id/enabled", async (c) => {
     const form = await c.req.parseBody();
     const id = encodeURIComponent(c.req.param("id"));
@@ -333,9 +352,16 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
   });
 
   pages.get("/account", async (c) => {
-    const answer = await api<AccountView>(c, "GET", "/v1/account");
+    const [answer, spend] = await Promise.all([
+      api<AccountView>(c, "GET", "/v1/account"),
+      api<SpendView>(c, "GET", "/v1/account/spend?days=30"),
+    ]);
     if (!answer.ok) return problemPage(c, "Spend", "/account", answer.problem);
-    return page(c, { title: "Spend and budget", current: "/account" }, <AccountPage account={answer.data} />);
+    return page(
+      c,
+      { title: "Spend and budget", current: "/account" },
+      <AccountPage account={answer.data} spend={spend.ok ? spend.data : null} />,
+    );
   });
 
   pages.get("/reaper", async (c) => {
@@ -383,6 +409,9 @@ function pageStatus(problem: ApiProblem): ContentfulStatusCode {
 
 const RENT_FIELD_NAMES = [
   "offer_id",
+  "pin_provider",
+  "pin_gpu",
+  "pin_vram_gb",
   "name",
   "provider",
   "gpu",
@@ -402,6 +431,29 @@ function pickRentFields(source: Record<string, unknown>): RentFields {
     if (typeof value === "string" && value.trim() !== "") fields[name] = value.trim();
   }
   return fields;
+}
+
+const PINNED_CHOICE = [
+  ["provider", "pin_provider", "provider"],
+  ["gpu", "pin_gpu", "GPU"],
+  ["vram_gb", "pin_vram_gb", "VRAM"],
+] as const;
+
+/**
+ * A picked offer is pinned with the provider, GPU and VRAM it was picked with. When the form's
+ * choice no longer matches them, the user chose something else: the pin is dropped (here, from
+ * `fields`) so the offer is picked for the new choice. Which offer was released and why, or null.
+ */
+function releasePin(fields: RentFields, form: Record<string, unknown>): { offerId: string; changed: string[] } | null {
+  const offerId = fields.offer_id;
+  // A form without the pinned choice (a bare link with the offer alone) keeps the offer.
+  const pinned = PINNED_CHOICE.some(([, pin]) => typeof form[pin] === "string");
+  const same = (a: string | undefined, b: string | undefined) => (a ?? "").toLowerCase() === (b ?? "").toLowerCase();
+  const changed = PINNED_CHOICE.filter(([field, pin]) => !same(fields[field], fields[pin])).map(([, , label]) => label);
+  for (const [, pin] of PINNED_CHOICE) delete fields[pin];
+  if (!offerId || !pinned || !changed.length) return null;
+  delete fields.offer_id;
+  return { offerId, changed };
 }
 
 /** The POST /v1/leases body of the form: numbers as numbers, empty fields left out (the API validates). */

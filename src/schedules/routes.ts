@@ -162,7 +162,7 @@ const listRunsRoute = createRoute({
   tags: ["schedules"],
   summary: "A schedule's runs, newest first",
   description:
-    "One row per due time: started (with its lease), skipped or failed (with why), or retrying for capacity.",
+    "One row per due time: started (with its lease, what it cost and how long it ran), skipped or failed (with why), or retrying for capacity.",
   security: bearerSecurity,
   middleware: [requireScope("read")] as const,
   request: { params: IdParams, query: RunsQuery },
@@ -272,5 +272,6 @@ export const scheduleRoutes = createRouter()
     const services = c.get("services");
     const row = await scheduleOr404(services, c.req.valid("param").id);
     const runs = await listRuns(services.db, row.id, c.req.valid("query").limit ?? 20);
-    return c.json({ runs: runs.map(toScheduleRun) }, 200);
+    const now = services.clock();
+    return c.json({ runs: runs.map(({ run, lease }) => toScheduleRun(run, lease, now, services.config.eurUsd)) }, 200);
   });

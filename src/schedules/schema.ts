@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { LeaseInputSchema } from "../leases/schema";
+import { LeaseInputSchema, LeaseStatusSchema } from "../leases/schema";
 import { parseCron } from "./cron";
 
 const NameSchema = z.string().trim().min(1).max(100);
@@ -76,6 +76,15 @@ export const ScheduleRunSchema = z
     attempts: z.number().int(),
     created_at: z.string(),
     updated_at: z.string(),
+    lease: z
+      .object({
+        status: LeaseStatusSchema,
+        error: z.string().nullable(),
+        cost_usd: z.number().openapi({ description: "what the lease has cost so far, USD" }),
+        minutes: z.number().openapi({ description: "billed minutes so far, from the rental to its stop (or now)" }),
+      })
+      .nullable()
+      .openapi({ description: "the run's lease, once it started one" }),
   })
   .openapi("ScheduleRun");
 export type ScheduleRun = z.infer<typeof ScheduleRunSchema>;

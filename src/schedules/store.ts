@@ -1,6 +1,8 @@
 import { z } from "zod";
+import { spentUsd } from "../account/spend";
+import { type LeaseRow, LeaseRowSchema } from "../leases/ledger";
 import { type LeaseInput, LeaseInputSchema } from "../leases/schema";
-import { iso } from "../lib/time";
+import { iso, ms } from "../lib/time";
 import { RunStatusSchema, type Schedule, type ScheduleRun } from "./schema";
 
 /** One row of `schedules`, parsed, with the newest run that did not start a lease. */
@@ -173,17 +175,41 @@ const RunRowSchema = z.object({
 });
 export type RunRow = z.infer<typeof RunRowSchema>;
 
-export function toScheduleRun(row: RunRow): ScheduleRun {
+/** A run with its lease's cost (USD) and billed minutes up to `now`. */
+export function toScheduleRun(row: RunRow, lease: LeaseRow | null, now: number, eurUsd: number): ScheduleRun {
   const { schedule_id: _scheduleId, ...run } = row;
-  return run;
+  if (!lease) return { ...run, lease: null };
+  const from = ms(lease.rented_at ?? lease.running_at ?? lease.created_at);
+  const to = lease.stopped_at ? ms(lease.stopped_at) : now;
+  return {
+    ...run,
+    lease: {
+      status: lease.status,
+      error: lease.error,
+      cost_usd: Math.round(spentUsd(lease, now, eurUsd) * 1e4) / 1e4,
+      minutes: Math.round(Math.max(0, to - from) / 6_000) / 10,
+    },
+  };
 }
 
-export async function listRuns(db: D1Database, scheduleId: string, limit: number): Promise<RunRow[]> {
-  const { results } = await db
-    .prepare("SELECT * FROM schedule_runs WHERE schedule_id = ? ORDER BY due_at DESC LIMIT ?")
-    .bind(scheduleId, limit)
-    .all();
-  return results.map((row) => RunRowSchema.parse(row));
+/** A schedule's newest runs, each with its lease (when it started one), in one round trip. */
+export async function listRuns(
+  db: D1Database,
+  scheduleId: string,
+  limit: number,
+): Promise<{ run: RunRow; lease: LeaseRow | null }[]> {
+  const newest = "SELECT * FROM schedule_runs WHERE schedule_id = ?1 ORDER BY due_at DESC LIMIT ?2";
+  const [runs, leases] = await db.batch([
+    db.prepare(newest).bind(scheduleId, limit),
+    db
+      .prepare(`SELECT * FROM leases WHERE id IN (SELECT lease_id FROM (${newest}) WHERE lease_id IS NOT NULL)`)
+      .bind(scheduleId, limit),
+  ]);
+  const byId = new Map((leases?.results ?? []).map((raw) => [(raw as { id: string }).id, LeaseRowSchema.parse(raw)]));
+  return (runs?.results ?? []).map((raw) => {
+    const run = RunRowSchema.parse(raw);
+    return { run, lease: run.lease_id ? (byId.get(run.lease_id) ?? null) : null };
+  });
 }
 
 const SELECT_RUN_WITH_SCHEDULE = `

@@ -200,7 +200,7 @@ describe("the dashboard in a browser", () => {
     const lease = await api("/v1/leases", {
       json: { provider: "sim", gpu: "4090", max_minutes: 90, max_cost: 2, name: "nightly-embed" },
     });
-    await api("/v1/schedules", {
+    const schedule = await api("/v1/schedules", {
       json: {
         name: "nightly",
         cron: "0 2 * * *",
@@ -208,6 +208,8 @@ describe("the dashboard in a browser", () => {
         lease: { provider: "sim", gpu: "4090", max_minutes: 60 },
       },
     });
+    // A run of the schedule, so its page draws its runs chart.
+    const run = await api(`/v1/schedules/${schedule.id}/run`, { method: "POST" });
     await api("/v1/tokens", { json: { name: "nightly-batch", scopes: ["read", "rent", "stop"] } });
     await fetch(`${base}/__scheduled?cron=${encodeURIComponent("*/10 * * * *")}`);
 
@@ -227,6 +229,7 @@ describe("the dashboard in a browser", () => {
       ["offers", "/offers?provider=sim"],
       ["rent", "/rent?provider=sim&gpu=4090"],
       ["schedules", "/schedules"],
+      ["schedule", `/schedules/${schedule.id}`],
       ["account", "/account"],
       ["reaper", "/reaper"],
       ["tokens", "/tokens"],
@@ -238,6 +241,10 @@ describe("the dashboard in a browser", () => {
     expect(await created.getAttribute("title")).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
     for (const [name, path] of pages) {
       await page.goto(`${base}${path}`);
+      // the Spend page and the schedule's page draw their chart (an accessible SVG) with data
+      if (name === "account" || name === "schedule") {
+        expect(await page.locator('svg[role="img"]').count(), name).toBe(1);
+      }
       expect(await seriousViolations(page), `${name} (light)`).toEqual([]);
       // dark mode changes only colours: its contrast is checked
       await page.emulateMedia({ colorScheme: "dark" });
@@ -255,6 +262,7 @@ describe("the dashboard in a browser", () => {
     await page.goto(`${base}/`);
     await shoot(page, "leases-dark");
     await api(`/v1/leases/${lease.id}/stop`, { method: "POST" });
+    await api(`/v1/leases/${run.id}/stop`, { method: "POST" });
     await context.close();
   }, 180_000);
 

@@ -10,6 +10,7 @@ export const STYLE = `
   --b-stopping: #ffe6d5; --b-stopping-t: #8a3300;
   --b-stopped: #e8eaee; --b-stopped-t: #3c424c;
   --focus: #f59e0b;
+  --c0: #2563eb; --c1: #c2410c; --c2: #047857; --c3: #7e22ce; --c4: #be185d; --c5: #4b5563; --grid: #e5e7eb;
   font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
   font-size: 16px; line-height: 1.45;
 }
@@ -22,6 +23,7 @@ export const STYLE = `
     --b-running: #0f3520; --b-running-t: #8ff0b4;
     --b-stopping: #3f220d; --b-stopping-t: #ffbe8f;
     --b-stopped: #2a2e35; --b-stopped-t: #c9ced6;
+    --c0: #8fb0ff; --c1: #fdba74; --c2: #6ee7b7; --c3: #d8b4fe; --c4: #f9a8d4; --c5: #cbd5e1; --grid: #2a2f38;
   }
 }
 * { box-sizing: border-box; }
@@ -59,6 +61,7 @@ main { max-width: 80rem; margin: 0 auto; padding: 1.5rem 1.25rem 3rem; }
 .panel h2 { margin-top: 0; }
 .panel-error { border-color: var(--alarm-line); background: var(--alarm-bg); }
 .panel-ok { border-color: var(--ok); }
+.panel-notice { background: var(--b-provisioning); color: var(--b-provisioning-t); border-color: var(--b-provisioning-t); }
 .empty { background: var(--surface); border: 1px dashed var(--line); border-radius: 10px; padding: 1.25rem; color: var(--muted); }
 
 .table-wrap { margin: 0 0 1.25rem; overflow-x: auto; background: var(--surface); border: 1px solid var(--line); border-radius: 10px; }
@@ -118,7 +121,38 @@ ol.events time { color: var(--muted); font-size: 0.85rem; font-variant-numeric: 
 .login { max-width: 26rem; margin: 12vh auto; }
 .token-once { background: var(--b-running); color: var(--b-running-t); padding: 0.75rem; border-radius: 8px; word-break: break-all; }
 
+.chart { margin: 0 0 1rem; background: var(--surface); border: 1px solid var(--line); border-radius: 10px; padding: 0.75rem; }
+.chart svg { display: block; width: 100%; height: auto; max-height: 22rem; }
+.chart text { fill: var(--muted); font-size: 13px; font-family: inherit; }
+.chart-tick line { stroke: var(--grid); stroke-width: 1; }
+.chart-axis { stroke: var(--line); stroke-width: 1.5; }
+.chart-line line { stroke: var(--bad); stroke-width: 2; stroke-dasharray: 6 4; }
+.chart .chart-line text { fill: var(--bad); font-weight: 600; }
+.chart-s0 { fill: var(--c0); background: var(--c0); }
+.chart-s1 { fill: var(--c1); background: var(--c1); }
+.chart-s2 { fill: var(--c2); background: var(--c2); }
+.chart-s3 { fill: var(--c3); background: var(--c3); }
+.chart-s4 { fill: var(--c4); background: var(--c4); }
+.chart-s5 { fill: var(--c5); background: var(--c5); }
+.chart-legend { display: flex; flex-wrap: wrap; gap: 0.35rem 1.1rem; margin-top: 0.5rem; color: var(--muted); }
+.chart-legend > span { display: inline-flex; align-items: center; gap: 0.4rem; }
+.swatch { display: inline-block; width: 0.8rem; height: 0.8rem; border-radius: 3px; }
+.swatch-line { height: 0; border-top: 2px dashed var(--bad); border-radius: 0; }
+.chart-grid { display: grid; gap: 1rem; grid-template-columns: minmax(0, 3fr) minmax(14rem, 1fr); align-items: start; }
+.table-wrap.scroll table th, .table-wrap.scroll table td { padding: 0.35rem 0.6rem; white-space: nowrap; }
+.table-wrap.scroll tbody th { text-transform: none; letter-spacing: 0; font-size: inherit; color: var(--text); font-weight: 600; }
+.table-wrap.scroll tbody tr:last-child th { border-bottom: 0; }
+table.runs a { overflow-wrap: anywhere; }
+details.figures { margin: 0 0 1.25rem; }
+details.figures > summary { cursor: pointer; color: var(--accent); margin: 0 0 0.5rem; }
+
+@media (max-width: 900px) {
+  .chart-grid { grid-template-columns: minmax(0, 1fr); }
+}
 @media (max-width: 700px) {
+  .chart { padding: 0.5rem; }
+  .chart text { font-size: 21px; }
+  .table-wrap.scroll { overflow-x: auto; background: var(--surface); border: 1px solid var(--line); }
   .top { padding: 0.6rem 1rem; }
   .signout { margin-left: 0; width: 100%; justify-content: space-between; }
   main { padding: 1rem 0.75rem 2rem; }

@@ -17,6 +17,10 @@ export interface OfferFilters {
 /** The rent form's values, named as the POST /v1/leases body fields. */
 export interface RentFields {
   offer_id?: string;
+  /** the choice an offer was pinned with (from the offers list): editing it releases the pin */
+  pin_provider?: string;
+  pin_gpu?: string;
+  pin_vram_gb?: string;
   name?: string;
   provider?: string;
   gpu?: string;
@@ -238,11 +242,19 @@ export function RentForm(props: { fields: RentFields; csrf: string; problem: Api
       {props.problem ? <ErrorPanel problem={props.problem} title="Nothing was rented" /> : null}
       <form method="post" action="/rent" class="panel stack">
         <CsrfField csrf={props.csrf} />
-        {v.offer_id ? <input type="hidden" name="offer_id" value={v.offer_id} /> : null}
+        {v.offer_id ? (
+          <>
+            <input type="hidden" name="offer_id" value={v.offer_id} />
+            <input type="hidden" name="pin_provider" value={v.pin_provider ?? v.provider ?? ""} />
+            <input type="hidden" name="pin_gpu" value={v.pin_gpu ?? v.gpu ?? ""} />
+            <input type="hidden" name="pin_vram_gb" value={v.pin_vram_gb ?? v.vram_gb ?? ""} />
+          </>
+        ) : null}
         <p class="muted small">
           {v.offer_id ? (
             <>
-              Offer <code>{v.offer_id}</code>.{" "}
+              Offer <code>{v.offer_id}</code> is picked: changing the provider, GPU or VRAM releases it, and the best
+              offer for the new choice is taken.{" "}
             </>
           ) : null}
           You will see the worst-case cost and confirm before anything is rented.
@@ -334,14 +346,22 @@ export function RentConfirm(props: {
   billingStartsAt: "accepted" | "running";
   idempotencyKey: string;
   csrf: string;
+  /** the picked offer this choice released, and which fields changed */
+  released?: { offerId: string; changed: string[] } | null;
 }) {
   const { offer, worst, fields } = props;
   const hidden = Object.entries({ ...fields, offer_id: offer.offer_id }).filter(
-    ([, value]) => value !== undefined && value !== "",
+    ([name, value]) => value !== undefined && value !== "" && !name.startsWith("pin_"),
   );
   return (
     <section class="panel" aria-labelledby="confirm-title">
       <h2 id="confirm-title">Confirm the rental</h2>
+      {props.released ? (
+        <p class="panel panel-notice" role="status">
+          You changed the {props.released.changed.join(" and ")}, so this released the offer you picked (
+          <code>{props.released.offerId}</code>): below is the best offer for the new choice.
+        </p>
+      ) : null}
       <dl class="facts">
         <dt>Machine</dt>
         <dd>

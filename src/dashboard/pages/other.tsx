@@ -1,11 +1,13 @@
 import { hasScope } from "../../auth/middleware";
 import type { TokenRow } from "../../auth/tokens-store";
 import { scopeValues } from "../../auth/tokens-store";
+import type { BillingDay } from "../../billing/report";
 import type { ReaperRun } from "../../reaper/runs";
 import type { Schedule } from "../../schedules/schema";
 import type { Caller } from "../../services";
 import { money } from "../format";
 import { ActionsHeader, CsrfField, Empty, Time } from "../ui";
+import { SpendSection, type SpendView } from "./spend";
 
 export function SchedulesPage(props: { schedules: Schedule[]; caller: Caller; csrf: string }) {
   if (!props.schedules.length) {
@@ -36,7 +38,9 @@ export function SchedulesPage(props: { schedules: Schedule[]; caller: Caller; cs
           {props.schedules.map((s) => (
             <tr data-schedule-id={s.id}>
               <td data-label="Schedule">
-                <strong>{s.name}</strong>
+                <a class="lease-name" href={`/schedules/${s.id}`}>
+                  {s.name}
+                </a>
                 <code class="muted id block">{s.id}</code>
               </td>
               <td data-label="When">
@@ -106,6 +110,7 @@ export interface AccountView {
   budget: { daily: number | null; monthly: number | null };
   active_leases: number;
   limits: { max_active_leases: number };
+  billing: BillingDay[];
 }
 
 function BudgetCard(props: { title: string; spent: number; committed: number; budget: number | null }) {
@@ -137,7 +142,7 @@ function BudgetCard(props: { title: string; spent: number; committed: number; bu
   );
 }
 
-export function AccountPage({ account }: { account: AccountView }) {
+export function AccountPage({ account, spend }: { account: AccountView; spend: SpendView | null }) {
   return (
     <>
       <div class="cards-grid">
@@ -161,6 +166,7 @@ export function AccountPage({ account }: { account: AccountView }) {
         </div>
       </div>
       <p class="muted small">Days and months are UTC; a lease running across midnight counts pro rata.</p>
+      {spend ? <SpendSection spend={spend} billing={account.billing} /> : null}
       <h2>Provider balances</h2>
       <div class="table-wrap">
         <table class="cards">
