@@ -85,6 +85,26 @@ function ending(lease) {
   return "";
 }
 
+/**
+ * One row per UTC day (oldest first), one column per provider that spent anything, the total,
+ * what providers billed where they say, and the daily budget when one is set.
+ * @param {Operations["getAccountSpend"]["responses"]["200"]["content"]["application/json"]} spend
+ */
+function spendTable(spend) {
+  const providers = [...new Set(spend.days.flatMap((d) => Object.keys(d.providers)))].sort();
+  const rows = spend.days.map((d) => [
+    d.day,
+    ...providers.map((p) => d.providers[p] ?? 0),
+    d.total,
+    d.billed,
+    spend.budget.daily !== null && d.total > spend.budget.daily ? pc.red("over budget") : "",
+  ]);
+  const header = ["DAY", ...providers.map((p) => p.toUpperCase()), "TOTAL", "BILLED", ""];
+  const sum = spend.days.reduce((total, d) => total + d.total, 0);
+  const budget = spend.budget.daily === null ? "no daily budget" : `daily budget ${spend.budget.daily}`;
+  return `${table(header, rows)}\n\n${spend.days.length} days: ${money(Math.round(sum * 10_000) / 10_000, spend.currency)} (${budget})`;
+}
+
 /** @param {import("../client/index.d.mts").Lease} lease */
 function leaseSummary(lease) {
   const rows = [
@@ -325,10 +345,16 @@ export function buildProgram() {
 
   program
     .command("account")
-    .description("providers, balances, spend and budget")
+    .description("providers, balances, spend and budget (--days N: spend per day and provider)")
+    .option("--days <n>", "spend per UTC day and provider for the last N days (1-366)", wholeNumber)
     .addOption(json())
     .action(async (o) => {
       const { s, client } = ctx();
+      if (o.days !== undefined) {
+        const spend = await call(client.GET("/v1/account/spend", { params: { query: { days: o.days } } }), s.url);
+        if (o.json) return printJson(spend);
+        return console.log(spendTable(spend));
+      }
       const data = await call(client.GET("/v1/account"), s.url);
       if (o.json) return printJson(data);
       const rows = data.providers.map((p) => [p.provider, p.configured ? "yes" : "no", p.balance, p.currency, p.error]);

@@ -199,6 +199,19 @@ describe("gpulease", () => {
     expect((await ok(["schedules", "rm", added.id])).stdout).toMatch(/deleted/);
     expect((await ok(["account"])).stdout).toMatch(/^PROVIDER\s+CONFIGURED/);
     expect(JSON.parse((await ok(["account", "--json"])).stdout)).toHaveProperty("spend");
+    // Spend per day: 30 rows, oldest first, today's the last with what this suite spent.
+    const days = (await ok(["account", "--days", "30"])).stdout.trim().split("\n");
+    expect(days[0]).toMatch(/^DAY\s+SIM\s+TOTAL\s+BILLED/);
+    const rows = days.filter((line) => /^\d{4}-\d\d-\d\d\s/.test(line));
+    expect(rows).toHaveLength(30);
+    expect(rows.at(-1)?.startsWith(new Date().toISOString().slice(0, 10))).toBe(true);
+    expect(days.at(-1)).toMatch(/^30 days: [\d.]+ USD \(no daily budget\)$/);
+    const spend = JSON.parse((await ok(["account", "--days", "7", "--json"])).stdout) as { days: unknown[] };
+    expect(spend.days).toHaveLength(7);
+    expect((await gpulease(["account", "--days", "0"])).code).toBe(2);
+    const tooMany = await gpulease(["account", "--days", "400"]);
+    expect(tooMany.code).toBe(1);
+    expect(tooMany.stderr).toMatch(/^error: invalid_request: /);
   });
 
   test("stop-all needs --yes (exit 2), then stops everything", async () => {

@@ -108,6 +108,8 @@ dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 0.4rem 1.
 dl.facts dt { color: var(--muted); }
 dl.facts dd { margin: 0; }
 dl.facts ol.creates { margin: 0; padding-left: 1.25rem; }
+dl.facts ul.spec { margin: 0; padding: 0; list-style: none; }
+dl.facts ul.spec code { overflow-wrap: anywhere; }
 .cards-grid { display: grid; gap: 1rem; grid-template-columns: repeat(auto-fit, minmax(15rem, 1fr)); margin-bottom: 1.25rem; }
 .figure { font-size: 1.6rem; font-weight: 700; font-variant-numeric: tabular-nums; }
 meter { width: 100%; height: 0.9rem; }

@@ -188,6 +188,10 @@ export function LeaseDetail({ view, caller, csrf }: { view: LeaseView; caller: C
         <dd>
           <TimeLeft view={view} />
         </dd>
+        <dt>Asked for</dt>
+        <dd>
+          <SpecSummary spec={lease.spec} />
+        </dd>
         <dt>Access</dt>
         <dd>
           <AccessList lease={lease} />
@@ -225,6 +229,34 @@ export function LeaseDetail({ view, caller, csrf }: { view: LeaseView; caller: C
         </p>
       ) : null}
     </div>
+  );
+}
+
+/** What the lease asked for: image, command, ports, disk, and its env by name only (values are write-only). */
+function SpecSummary({ spec }: { spec: Lease["spec"] }) {
+  const env = Object.keys(spec.env);
+  return (
+    <ul class="spec">
+      <li>
+        {spec.template === "ollama" ? "Ollama server" : "custom image"}
+        {spec.image ? (
+          <>
+            {" "}
+            <code class="small">{spec.image}</code>
+          </>
+        ) : null}
+      </li>
+      {spec.cmd ? (
+        <li>
+          command <code class="small">{spec.cmd}</code>
+        </li>
+      ) : null}
+      <li class="muted small">
+        {spec.ports.length ? `ports ${spec.ports.join(", ")} · ` : ""}
+        {spec.disk_gb} GB disk
+        {env.length ? ` · env ${env.map((name) => `${name}=***`).join(" ")}` : ""}
+      </li>
+    </ul>
   );
 }
 
