@@ -15,6 +15,8 @@ export interface ChartBar {
 export interface ChartInput {
   /** the stacked series, bottom first; each gets a colour class by its place here */
   series: readonly string[];
+  /** series drawn in the alarm colour instead (an outcome that went wrong) */
+  alarming?: readonly string[];
   bars: readonly ChartBar[];
   /** a horizontal reference line (a daily budget), or null */
   line: { value: number; label: string } | null;
@@ -152,7 +154,7 @@ export function BarChart(props: BarChartProps) {
           <g class="chart-bar" data-label={bar.label}>
             {bar.segments.map((s) => (
               <rect
-                class={`chart-s${s.series % 6}`}
+                class={seriesClass(props, s.series)}
                 x={s.x}
                 y={s.y}
                 width={s.width}
@@ -186,7 +188,7 @@ export function BarChart(props: BarChartProps) {
       <figcaption class="chart-legend small">
         {props.series.map((name, i) => (
           <span>
-            <span class={`swatch chart-s${i % 6}`} aria-hidden="true"></span>
+            <span class={`swatch ${seriesClass(props, i)}`} aria-hidden="true"></span>
             {name}
           </span>
         ))}
@@ -205,4 +207,9 @@ export function BarChart(props: BarChartProps) {
 export function usdTick(value: number, step: number): string {
   const digits = Math.min(4, Math.max(2, Math.ceil(-Math.log10(step) - 1e-9)));
   return money(value, "USD", digits);
+}
+
+/** A series' colour: its place among the six chart colours, or the alarm colour. */
+function seriesClass(input: Pick<ChartInput, "series" | "alarming">, series: number): string {
+  return input.alarming?.includes(input.series[series] ?? "") ? "chart-alarm" : `chart-s${series % 6}`;
 }

@@ -97,6 +97,15 @@ describe("BarChart", () => {
     expect(html).not.toContain("style=");
   });
 
+  it("draws a series named alarming in the alarm colour, in the bars and the legend; the others by place", async () => {
+    const html = await render({ alarming: ["vast"] });
+    expect(html.match(/class="chart-alarm"[^>]*data-series="vast"/g)).toHaveLength(2);
+    expect(html).toMatch(/class="chart-s0"[^>]*data-series="runpod"/);
+    expect(html).toContain('class="swatch chart-alarm"');
+    expect(html).toContain('class="swatch chart-s0"');
+    expect(html).not.toContain("chart-s1");
+  });
+
   it("says there is nothing to show instead of an empty chart", async () => {
     const html = await render({ bars: [{ label: "a", values: {} }], line: { value: 5, label: "budget" } });
     expect(html).not.toContain("<svg");

@@ -72,8 +72,9 @@ async function shoot(page: Page, name: string) {
 
 beforeAll(async () => {
   mkdirSync(ARTIFACTS, { recursive: true });
-  // The sim boots in 2 s and a stopped machine lingers 1 s: a whole lease life in seconds.
-  await api("/v1/sim/config", { method: "PUT", json: { boot_seconds: 2, ready_seconds: 1, linger_seconds: 1 } });
+  // A boot of a minute, as a real provider's is at least, at the default rate limits: the live
+  // page must follow it without running into the API's 60 requests a minute.
+  await api("/v1/sim/config", { method: "PUT", json: { boot_seconds: 60, ready_seconds: 1, linger_seconds: 1 } });
   browser = await chromium.launch({
     executablePath: "/usr/bin/chromium",
     args: [
@@ -94,7 +95,9 @@ afterAll(async () => {
 });
 
 describe("the dashboard in a browser", () => {
-  it("signs in, rents on the sim, sees it run live without a reload, stops it and sees the teardown verified", async () => {
+  it("signs in, rents on the sim, sees it run live without a reload, stops it and sees the teardown verified", {
+    timeout: 240_000,
+  }, async () => {
     const context = await browser.newContext({ viewport: DESKTOP });
     const page = await signIn(context, admin);
 
@@ -121,7 +124,7 @@ describe("the dashboard in a browser", () => {
     await page.evaluate(() => {
       (window as unknown as { notReloaded: boolean }).notReloaded = true;
     });
-    await row.and(page.locator('[data-status="running"]')).waitFor({ timeout: 30_000 });
+    await row.and(page.locator('[data-status="running"]')).waitFor({ timeout: 120_000 });
     expect(await page.evaluate(() => (window as unknown as { notReloaded?: boolean }).notReloaded)).toBe(true);
     // the cost so far ticks in the page
     const cost = row.locator("[data-cost]");
@@ -136,7 +139,7 @@ describe("the dashboard in a browser", () => {
     await row.getByRole("button", { name: "Stop", exact: true }).click();
     await page.waitForURL(`${base}/?notice=stopping`);
     const stopped = page.locator(`#live-leases tr[data-lease-id="${leaseId}"][data-status="stopped"]`);
-    await stopped.waitFor({ timeout: 30_000 });
+    await stopped.waitFor({ timeout: 120_000 });
     await expect.poll(() => stopped.textContent(), { timeout: 30_000 }).toContain("teardown verified");
 
     await page.goto(`${base}/leases/${leaseId}`);
@@ -222,7 +225,7 @@ describe("the dashboard in a browser", () => {
     await login.close();
 
     const page = await signIn(context, admin);
-    await page.locator(`tr[data-lease-id="${lease.id}"][data-status="running"]`).waitFor({ timeout: 30_000 });
+    await page.locator(`tr[data-lease-id="${lease.id}"][data-status="running"]`).waitFor({ timeout: 120_000 });
     const pages: [string, string][] = [
       ["leases", "/"],
       ["lease", `/leases/${lease.id}`],

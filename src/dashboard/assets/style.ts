@@ -136,6 +136,7 @@ ol.events time { color: var(--muted); font-size: 0.85rem; font-variant-numeric: 
 .chart-s3 { fill: var(--c3); background: var(--c3); }
 .chart-s4 { fill: var(--c4); background: var(--c4); }
 .chart-s5 { fill: var(--c5); background: var(--c5); }
+.chart-alarm { fill: var(--bad); background: var(--bad); }
 .chart-legend { display: flex; flex-wrap: wrap; gap: 0.35rem 1.1rem; margin-top: 0.5rem; color: var(--muted); }
 .chart-legend > span { display: inline-flex; align-items: center; gap: 0.4rem; }
 .swatch { display: inline-block; width: 0.8rem; height: 0.8rem; border-radius: 3px; }

@@ -57,6 +57,7 @@ export function SchedulePage(props: { schedule: Schedule; runs: ScheduleRun[] })
             }
             emptyText="None of these runs has cost anything yet."
             series={SERIES}
+            alarming={["ended with an error"]}
             bars={oldestFirst.map((r) => ({
               label: oneDay ? r.due_at.slice(11, 16) : r.due_at.slice(5, 10),
               values: r.lease ? { [outcome(r)]: r.lease.cost_usd } : {},
