@@ -1,4 +1,4 @@
--- Issue 11: what the provider itself billed, per lease and UTC day (RunPod REST GET /v2/billing/pods),
+-- What the provider itself billed, per lease and UTC day (RunPod REST GET /v2/billing/pods),
 -- beside the ledger's own cost. `leases.billed` is the sum over the lease's days, shown as `billed`.
 CREATE TABLE lease_billing (
   lease_id   TEXT NOT NULL REFERENCES leases (id),
