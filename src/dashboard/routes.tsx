@@ -19,7 +19,7 @@ import { CLIENT_SCRIPT, STYLE } from "./assets";
 import { clearSessionCookie, writeSessionCookie } from "./cookie";
 import { activeRows, canRead, detailView, leaseRow, recentStoppedRows, views } from "./data";
 import type { ApiFetch, DashEnv } from "./env";
-import { crossSite, requireSameSiteForm, requireSession, safeNext } from "./guard";
+import { crossSite, dashboardOrigin, requireSameSiteForm, requireSession, safeNext } from "./guard";
 import { Alarms } from "./leases-view";
 import { liveStream } from "./live";
 import { LeasePage, LeasesPage, STOP_ALL_PHRASE } from "./pages/leases";
@@ -92,7 +92,7 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
     const expired = c.req.query("expired") === "1";
     return c.html(
       <LoginPage
-        next={safeNext(c.req.query("next"))}
+        next={safeNext(c.req.query("next"), dashboardOrigin(c))}
         message={expired ? "Your session has ended (signed out, token revoked or expired). Sign in again." : undefined}
       />,
     );
@@ -101,7 +101,7 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
   app.post("/login", async (c) => {
     if (crossSite(c)) return c.text("cross-site sign-in is refused", 403);
     const form = await c.req.parseBody();
-    const next = safeNext(typeof form.next === "string" ? form.next : "/");
+    const next = safeNext(typeof form.next === "string" ? form.next : "/", dashboardOrigin(c));
     const token = typeof form.token === "string" ? form.token.trim() : "";
     const services = c.get("services");
     const caller = token ? await callerForToken(services, token) : null;
@@ -224,9 +224,10 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
     const answer = await api<{ ok: true; already?: boolean }>(c, "POST", `/v1/leases/${encodeURIComponent(id)}/stop`);
     if (!answer.ok) return problemPage(c, "The lease was not stopped", "/", answer.problem);
     const form = await c.req.parseBody();
-    const back = safeNext(typeof form.next === "string" ? form.next : `/leases/${id}`);
-    const notice = answer.data.already ? "already" : "stopping";
-    return c.redirect(`${back}${back.includes("?") ? "&" : "?"}notice=${notice}`, 303);
+    const origin = dashboardOrigin(c);
+    const back = new URL(safeNext(typeof form.next === "string" ? form.next : `/leases/${id}`, origin), origin);
+    back.searchParams.append("notice", answer.data.already ? "already" : "stopping");
+    return c.redirect(`${back.pathname}${back.search}${back.hash}`, 303);
   });
 
   pages.post("/stop-all", async (c) => {
