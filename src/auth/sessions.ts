@@ -6,6 +6,11 @@ import { findActiveTokenById } from "./tokens-store";
 
 /** A session lasts this long from sign-in, however busy it is. */
 export const SESSION_TTL_MS = 12 * 3_600_000;
+/**
+ * Live sessions one token may hold (a browser each); signing in once more ends its oldest. Without
+ * it any token, read-only too, could keep an unbounded number of rows alive for 12 hours.
+ */
+export const SESSIONS_PER_TOKEN = 10;
 
 const SessionRowSchema = z.object({
   id_hash: z.string(),
@@ -44,6 +49,15 @@ export async function openSession(services: Services, caller: Caller): Promise<{
         "INSERT INTO dashboard_sessions (id_hash, token_id, admin_digest, csrf, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
       )
       .bind(idHash, caller.tokenId, digest, csrf, iso(now), iso(now + SESSION_TTL_MS)),
+    // One statement in the same batch (D1 has no BEGIN): the token's newest sessions stay, the
+    // rest go. `IS` matches ADMIN_TOKEN's sessions too, whose token_id is NULL.
+    db
+      .prepare(
+        `DELETE FROM dashboard_sessions WHERE token_id IS ?1 AND id_hash NOT IN (
+          SELECT id_hash FROM dashboard_sessions WHERE token_id IS ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2
+        )`,
+      )
+      .bind(caller.tokenId, SESSIONS_PER_TOKEN),
   ]);
   return { cookie, session: { idHash, caller, csrf } };
 }

@@ -5,11 +5,32 @@ import { secretsEqual } from "../lib/crypto";
 import { clearSessionCookie, readSessionCookie } from "./cookie";
 import type { DashEnv } from "./env";
 
-/** Only a same-site path may follow sign-in: never another origin ("//host", "/\\host"). */
-export function safeNext(next: string | undefined | null): string {
-  if (!next?.startsWith("/") || next.startsWith("//") || next.startsWith("/\\")) return "/";
-  return next.slice(0, 500);
+/** A `next` longer than this is not followed (no page of the dashboard needs one). */
+const NEXT_MAX = 500;
+
+/**
+ * Where to send the browser after sign-in or a stop: `next` resolved as the browser itself will
+ * resolve it (WHATWG URL: tabs and newlines dropped, "\\" read as "/", spaces trimmed), kept only
+ * when that lands on this dashboard's own origin; anything else is "/". Checking the raw string
+ * is not enough: "/\t/evil.example" passes a prefix test and the browser follows "//evil.example".
+ */
+export function safeNext(next: string | undefined | null, dashboardOrigin: string): string {
+  if (!next || next.length > NEXT_MAX) return "/";
+  let url: URL;
+  try {
+    url = new URL(next, dashboardOrigin);
+  } catch {
+    return "/";
+  }
+  if (url.origin !== dashboardOrigin) return "/";
+  // "/.//evil.example" resolves on this origin to the path "//evil.example", which as a Location
+  // is another host again.
+  if (url.pathname.startsWith("//")) return "/";
+  return `${url.pathname}${url.search}${url.hash}`;
 }
+
+/** The dashboard's own origin, as the browser sees it. */
+export const dashboardOrigin = (c: Context): string => new URL(c.req.url).origin;
 
 /** Sends the browser to sign-in, saying why and where to come back to. */
 export function toLogin(c: Context, why: "expired" | "required") {

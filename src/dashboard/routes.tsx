@@ -5,6 +5,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { callerForToken } from "../auth/middleware";
 import { closeSession, openSession, SESSION_TTL_MS } from "../auth/sessions";
 import type { TokenRow } from "../auth/tokens-store";
+import { ApiError } from "../errors";
 import { billingFor } from "../leases/create";
 import { leasesWithUnresolvedCreates } from "../leases/creates";
 import { listEvents } from "../leases/ledger";
@@ -19,7 +20,7 @@ import { CLIENT_SCRIPT, STYLE } from "./assets";
 import { clearSessionCookie, writeSessionCookie } from "./cookie";
 import { activeRows, canRead, detailView, leaseRow, recentStoppedRows, views } from "./data";
 import type { ApiFetch, DashEnv } from "./env";
-import { crossSite, requireSameSiteForm, requireSession, safeNext } from "./guard";
+import { crossSite, dashboardOrigin, requireSameSiteForm, requireSession, safeNext } from "./guard";
 import { Alarms } from "./leases-view";
 import { liveStream } from "./live";
 import { LeasePage, LeasesPage, STOP_ALL_PHRASE } from "./pages/leases";
@@ -28,6 +29,7 @@ import { type OfferFilters, OffersPage, RentConfirm, type RentFields, RentForm }
 import { AccountPage, type AccountView, ReaperPage, SchedulesPage, TokensPage } from "./pages/other";
 import { SchedulePage } from "./pages/schedule";
 import type { SpendView } from "./pages/spend";
+import { admitAddress, admitToken, clientAddress, type SignInRefusal } from "./sign-in-limits";
 import { ErrorPanel, Layout } from "./ui";
 import { worstCase } from "./worst-case";
 
@@ -92,7 +94,7 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
     const expired = c.req.query("expired") === "1";
     return c.html(
       <LoginPage
-        next={safeNext(c.req.query("next"))}
+        next={safeNext(c.req.query("next"), dashboardOrigin(c))}
         message={expired ? "Your session has ended (signed out, token revoked or expired). Sign in again." : undefined}
       />,
     );
@@ -101,13 +103,18 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
   app.post("/login", async (c) => {
     if (crossSite(c)) return c.text("cross-site sign-in is refused", 403);
     const form = await c.req.parseBody();
-    const next = safeNext(typeof form.next === "string" ? form.next : "/");
+    const next = safeNext(typeof form.next === "string" ? form.next : "/", dashboardOrigin(c));
     const token = typeof form.token === "string" ? form.token.trim() : "";
     const services = c.get("services");
+    // Counted before the token is checked, so that a wrong token costs its address too.
+    const byAddress = await admitAddress(services, clientAddress(c.req));
+    if (byAddress) return signInRefused(c, next, byAddress);
     const caller = token ? await callerForToken(services, token) : null;
     if (!caller) {
       return c.html(<LoginPage next={next} error="That token is unknown or has been revoked." />, 401);
     }
+    const byToken = await admitToken(services, caller);
+    if (byToken) return signInRefused(c, next, byToken);
     const { cookie } = await openSession(services, caller);
     writeSessionCookie(c, cookie, SESSION_TTL_MS / 1000);
     return c.redirect(next, 303);
@@ -224,9 +231,10 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
     const answer = await api<{ ok: true; already?: boolean }>(c, "POST", `/v1/leases/${encodeURIComponent(id)}/stop`);
     if (!answer.ok) return problemPage(c, "The lease was not stopped", "/", answer.problem);
     const form = await c.req.parseBody();
-    const back = safeNext(typeof form.next === "string" ? form.next : `/leases/${id}`);
-    const notice = answer.data.already ? "already" : "stopping";
-    return c.redirect(`${back}${back.includes("?") ? "&" : "?"}notice=${notice}`, 303);
+    const origin = dashboardOrigin(c);
+    const back = new URL(safeNext(typeof form.next === "string" ? form.next : `/leases/${id}`, origin), origin);
+    back.searchParams.append("notice", answer.data.already ? "already" : "stopping");
+    return c.redirect(`${back.pathname}${back.search}${back.hash}`, 303);
   });
 
   pages.post("/stop-all", async (c) => {
@@ -517,4 +525,19 @@ async function chooseOffer(
     };
   }
   return { offer };
+}
+
+/**
+ * 429 for a sign-in over its budget: the error envelope for a client that asked for JSON, else
+ * the sign-in page again saying why and for how long; Retry-After on both.
+ */
+function signInRefused(c: Ctx, next: string, refusal: SignInRefusal) {
+  const who = refusal.limit === "address" ? "from this address" : "with this token";
+  const error = `Too many sign-ins ${who} (at most ${refusal.perMin} a minute); try again in ${refusal.retryAfterS} s.`;
+  const retryAfter = { "Retry-After": String(refusal.retryAfterS) };
+  const accept = c.req.header("accept") ?? "";
+  if (accept.includes("application/json") && !accept.includes("text/html")) {
+    throw new ApiError("rate_limited", error, { retry_after: refusal.retryAfterS }, retryAfter);
+  }
+  return c.html(<LoginPage next={next} error={error} />, 429, retryAfter);
 }

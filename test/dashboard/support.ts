@@ -1,6 +1,6 @@
 import { SELF } from "cloudflare:test";
 import { expect } from "vitest";
-import { ADMIN_TOKEN } from "../helpers";
+import { issueToken } from "../auth/tokens-helper";
 
 export const ORIGIN = "http://gpulease.test";
 
@@ -36,9 +36,24 @@ export async function browse(
   );
 }
 
-/** Signs in with `token`; returns the cookie value and the raw Set-Cookie header. */
-export async function signIn(token = ADMIN_TOKEN, origin = ORIGIN): Promise<{ cookie: string; setCookie: string }> {
-  const res = await browse("/login", { form: { token, next: "/" }, origin });
+let addresses = 0;
+/**
+ * A client address of its own (TEST-NET-2 and beyond): sign-in is limited per address
+ * (src/dashboard/sign-in-limits.ts), and a test's sign-ins must not spend another's budget.
+ */
+export const freshAddress = (): string => `198.51.${100 + Math.floor(addresses / 250)}.${(addresses++ % 250) + 1}`;
+
+/**
+ * Signs in (from an address of its own) with `token`, by default a fresh admin-scoped token:
+ * sign-in is limited per token too, and ADMIN_TOKEN is one token for the whole file. Returns
+ * the cookie value and the raw Set-Cookie header.
+ */
+export async function signIn(token?: string, origin = ORIGIN): Promise<{ cookie: string; setCookie: string }> {
+  const res = await browse("/login", {
+    form: { token: token ?? (await issueToken(["admin"], "dashboard")).token, next: "/" },
+    origin,
+    headers: { "CF-Connecting-IP": freshAddress() },
+  });
   expect(res.status).toBe(303);
   const setCookie = res.headers.get("Set-Cookie") ?? "";
   const cookie = /gpulease_session=([^;]+)/.exec(setCookie)?.[1];
