@@ -283,7 +283,8 @@ export function overlayVars(vars: Partial<Record<keyof Vars, string>>): void {
 
 /**
  * The last value each var parsed to in this isolate. A malformed var must not stop caps and
- * teardown: keepers and the reaper run on the last valid value (or the documented default).
+ * teardown: keepers and the reaper run on the last valid value (or the documented default). A
+ * fresh isolate has none: the crons keep the money settings' own in D1 (`rememberValid`).
  */
 const lastValid = new Map<string, unknown>();
 

@@ -63,6 +63,13 @@ describe("a malformed budget keeps the last valid budget enforced on running lea
     expect(stopped.teardown_verified_at).not.toBeNull();
   });
 
+  it("any malformed var leaves the dispatcher's budget enforcement on: a valid budget still stops leases", async () => {
+    const lease = await runningLease();
+    clock.advance(2 * 3600);
+    await fireCron(DISPATCHER, clock.now, envWith({ BUDGET_DAILY_USD: "1", OFFERS_CACHE_S: "soon" }));
+    expect(await getLease(lease.id)).toMatchObject({ status: "stopping", stop_reason: "budget" });
+  });
+
   it("a fresh isolate still enforces the persisted last valid budget (reaper cron)", async () => {
     const lease = await runningLease();
     await fireCron(DISPATCHER, clock.now, envWith({ BUDGET_DAILY_USD: "1" }));
