@@ -20,7 +20,8 @@ export default {
   fetch: app.fetch,
   async scheduled(controller, env, ctx) {
     // Never throws before the reaper: a malformed var is logged, and the reaper runs on the last
-    // valid settings (or the defaults); no schedule rents on settings nobody meant.
+    // valid settings (or the defaults); no schedule rents on settings nobody meant, but the
+    // dispatcher still enforces the budget.
     const settings = loadSettings(env);
     const { invalid } = settings;
     let services = createServices(env, settings.config);
