@@ -233,6 +233,38 @@ export interface Settings {
   config: Config;
   /** "VAR: why", one per malformed var; empty when every var parsed */
   invalid: string[];
+  /** the names of the malformed vars */
+  invalidVars: string[];
+}
+
+/**
+ * The settings that bound what running leases may spend: the budgets the crons enforce on them,
+ * and the rate that counts a EUR lease against the budgets and its max_cost. The crons keep their
+ * last valid values in D1 (src/account/money-settings.ts) and enforce those while one is
+ * malformed. MAX_ACTIVE_LEASES is not one: it gates new rentals only, and no rental is made while
+ * any var is malformed.
+ */
+export const MONEY_SETTINGS = ["BUDGET_DAILY_USD", "BUDGET_MONTHLY_USD", "EUR_USD"] as const;
+export type MoneySetting = (typeof MONEY_SETTINGS)[number];
+export type MoneyValues = Pick<Vars, MoneySetting>;
+
+export function moneyValuesOf(config: Config): MoneyValues {
+  return {
+    BUDGET_DAILY_USD: config.budgetDailyUsd,
+    BUDGET_MONTHLY_USD: config.budgetMonthlyUsd,
+    EUR_USD: config.eurUsd,
+  };
+}
+
+/** The config with some money settings replaced (by their stored last valid values). */
+export function withMoneyValues(config: Config, values: Partial<MoneyValues>): Config {
+  const money = { ...moneyValuesOf(config), ...values };
+  return {
+    ...config,
+    budgetDailyUsd: money.BUDGET_DAILY_USD,
+    budgetMonthlyUsd: money.BUDGET_MONTHLY_USD,
+    eurUsd: money.EUR_USD,
+  };
 }
 
 let cache = new WeakMap<object, Settings>();
@@ -251,9 +283,26 @@ export function overlayVars(vars: Partial<Record<keyof Vars, string>>): void {
 
 /**
  * The last value each var parsed to in this isolate. A malformed var must not stop caps and
- * teardown: keepers and the reaper run on the last valid value (or the documented default).
+ * teardown: keepers and the reaper run on the last valid value (or the documented default). A
+ * fresh isolate has none: the crons keep the money settings' own in D1 (`rememberValid`).
  */
 const lastValid = new Map<string, unknown>();
+
+/** Forgets every last valid value, as a fresh isolate starts (tests of what survives one). */
+export function forgetLastValid(): void {
+  lastValid.clear();
+  cache = new WeakMap();
+}
+
+/**
+ * Takes stored last valid values as this isolate's own: a keeper here then counts a EUR lease at
+ * the rate the crons enforce while EUR_USD is malformed, not at the default.
+ */
+export function rememberValid(values: Partial<MoneyValues>): void {
+  if (Object.keys(values).length === 0) return;
+  for (const [key, value] of Object.entries(values)) lastValid.set(key, value);
+  cache = new WeakMap();
+}
 
 function rawVars(env: Partial<Record<keyof Vars, unknown>>): Record<string, unknown> {
   const raw: Record<string, unknown> = {};
@@ -267,7 +316,8 @@ function rawVars(env: Partial<Record<keyof Vars, unknown>>): Record<string, unkn
 
 /**
  * Parses the worker's vars and secrets, never throwing: a malformed var is named in `invalid`
- * and replaced by its last valid value in this isolate, or its documented default.
+ * and replaced by its last valid value in this isolate, or its documented default. The crons lay
+ * the stored last valid money settings over that (src/account/money-settings.ts).
  */
 export function loadSettings(env: Partial<Record<keyof Vars, unknown>>): Settings {
   const cached = cache.get(env);
@@ -275,6 +325,7 @@ export function loadSettings(env: Partial<Record<keyof Vars, unknown>>): Setting
   const raw = rawVars(env);
   const values: Record<string, unknown> = {};
   const invalid: string[] = [];
+  const invalidVars: string[] = [];
   const shape = varsSchema.shape as Record<string, z.ZodType>;
   for (const [key, schema] of Object.entries(shape)) {
     const parsed = schema.safeParse(raw[key]);
@@ -284,9 +335,10 @@ export function loadSettings(env: Partial<Record<keyof Vars, unknown>>): Setting
       continue;
     }
     invalid.push(`${key}: ${parsed.error.issues.map((issue) => issue.message).join(", ")}`);
+    invalidVars.push(key);
     values[key] = lastValid.has(key) ? lastValid.get(key) : schema.parse(undefined);
   }
-  const settings = { config: toConfig(values as Vars), invalid };
+  const settings = { config: toConfig(values as Vars), invalid, invalidVars };
   cache.set(env, settings);
   return settings;
 }

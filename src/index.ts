@@ -1,3 +1,4 @@
+import { settleMoneySettings } from "./account/money-settings";
 import { createApp } from "./app";
 import { reconcileBilling } from "./billing/reconcile";
 import { loadSettings } from "./config";
@@ -19,17 +20,29 @@ export default {
   fetch: app.fetch,
   async scheduled(controller, env, ctx) {
     // Never throws before the reaper: a malformed var is logged, and the reaper runs on the last
-    // valid settings (or the defaults); no schedule rents on settings nobody meant.
-    const { config, invalid } = loadSettings(env);
-    const services = createServices(env, config);
+    // valid settings (or the defaults); no schedule rents on settings nobody meant, but the
+    // dispatcher still enforces the budget.
+    const settings = loadSettings(env);
+    const { invalid } = settings;
+    let services = createServices(env, settings.config);
     if (invalid.length) services.log.error("config_invalid", { invalid });
+    // Fail closed: a malformed budget is the last valid one the ledger keeps, never "no budget".
+    try {
+      const money = await settleMoneySettings(services.db, settings, services.clock());
+      if (money.restored.length || money.unknown.length)
+        services.log.error("money_settings_restored", { restored: money.restored, unknown: money.unknown });
+      if (money.restored.length) services = createServices(env, money.config);
+    } catch (error) {
+      services.log.error("money_settings_unavailable", { error });
+    }
     switch (controller.cron) {
       case DISPATCHER_CRON:
         // Then the webhook outbox: catches up anything a lost wake left (at most a minute late).
-        if (invalid.length) {
-          services.log.error("dispatcher_skipped", { reason: "invalid configuration", invalid });
-          ctx.waitUntil(services.outbox.wake());
-        } else ctx.waitUntil(runDispatcher(services, controller.scheduledTime).finally(() => services.outbox.wake()));
+        ctx.waitUntil(
+          runDispatcher(services, controller.scheduledTime, { schedules: invalid.length === 0 }).finally(() =>
+            services.outbox.wake(),
+          ),
+        );
         break;
       case REAPER_CRON:
         // After the reaper, what the providers billed beside the ledger (src/billing), then the

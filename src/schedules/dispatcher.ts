@@ -46,14 +46,23 @@ export interface DispatchSummary {
  * every schedule whose next run is due — exactly one lease per schedule and due time: the
  * (schedule_id, due_at) primary key of schedule_runs admits one claimer, however often the
  * cron fires or however many invocations overlap — and tries runs waiting for capacity again.
+ * With `schedules: false` (a malformed setting) only the budget is enforced: due runs wait.
  */
-export async function runDispatcher(services: Services, scheduledTime: number): Promise<DispatchSummary> {
+export async function runDispatcher(
+  services: Services,
+  scheduledTime: number,
+  options: { schedules: boolean } = { schedules: true },
+): Promise<DispatchSummary> {
   // A cron event retried late is judged at the time it really runs.
   const now = Math.max(scheduledTime, services.clock());
   const summary: DispatchSummary = { started: [], skipped: 0, retrying: 0, budgetStopped: [] };
 
   const budget = await enforceBudget(services);
   summary.budgetStopped = budget.stopped;
+  if (!options.schedules) {
+    services.log.error("dispatcher_skipped", { reason: "invalid configuration: budget enforced, no schedule run" });
+    return summary;
+  }
 
   for (const schedule of await listDueSchedules(services.db, now)) {
     try {
