@@ -1,4 +1,4 @@
-// Issue 6: N leases against the sim driven concurrently through the API; every one must end
+// Throughput under load: N leases against the sim driven concurrently through the API; every one must end
 // `stopped` with teardown verified. Reports throughput and p95 latency of POST and GET /v1/leases.
 //   node bench/load.mjs [leases=200] [concurrency=20]
 import { startWorker, stats } from "../scripts/lib/local-worker.mjs";

@@ -1,7 +1,7 @@
-// Issue 3: GET /v1/offers with RunPod, Vast.ai and VRAMfarm each answering after D ms.
+// Offer fan-out latency: GET /v1/offers with RunPod, Vast.ai and VRAMfarm each answering after D ms.
 // Concurrent fan-out means latency / D close to 1 (RunPod needs two queries, run in parallel too),
 // not 3. Also the latency of a cached repeat (the shared offers cache, OFFERS_CACHE_S), and
-// (issue 11) provider calls a minute while 20 clients ask for offers at once for S seconds.
+// the provider call budget: provider calls a minute while 20 clients ask for offers at once for S seconds.
 //   node bench/offers-latency.mjs [D=300] [rounds=10] [S=60]
 
 import { startWorker, stats } from "../scripts/lib/local-worker.mjs";

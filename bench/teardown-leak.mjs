@@ -1,4 +1,4 @@
-// Issue 4: leases stopped by their time cap; machines linger L s after an honoured terminate and
+// Money leaked after a time cap: leases stopped by their time cap; machines linger L s after an honoured terminate and
 // the keeper verifies every V s. Leaked seconds = machine gone − cap moment (target max ≤ L+V+2),
 // and provider calls per keeper alarm invocation (target ≤ 3), seen at the fake.
 //   node bench/teardown-leak.mjs [leases=20] [L=3] [V=2]

@@ -1,4 +1,4 @@
-// Issue 10: how long the unit run (`vitest run`, every Node and workerd suite) takes, as CI sees
+// How long the unit run (`vitest run`, every Node and workerd suite) takes, as CI sees
 // it: a fresh clone of HEAD, `npm ci`, no vite cache. Prints vitest's own duration and the wall
 // time of each run, and the test counts.
 //   node bench/unit-run.mjs [runs=3]
