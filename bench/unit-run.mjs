@@ -30,6 +30,7 @@ for (let i = 1; i <= runs; i++) {
   durations.push(duration);
   console.log(`  run ${i}: vitest ${duration.toFixed(1)} s, wall ${wall.toFixed(1)} s (${tests})`);
 }
+if (durations.length === 0) throw new Error("measured nothing: zero unit runs");
 const sorted = [...durations].sort((a, b) => a - b);
 console.log(
   `  vitest: median ${sorted[Math.floor(sorted.length / 2)].toFixed(1)} s, max ${sorted.at(-1).toFixed(1)} s`,
