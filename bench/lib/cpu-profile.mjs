@@ -10,6 +10,7 @@
 // an upper bound that counts the gaps too. One isolate runs the Worker and its Durable Objects, and
 // after an await a sample's stack starts at the resumed function, so the profile cannot tell a
 // Durable Object call (an invocation of its own on Cloudflare) from the Worker's code around it.
+import { readdirSync, readFileSync } from "node:fs";
 import WebSocket from "ws";
 
 export async function connectProfiler(inspectorPort, intervalUs = 100) {
@@ -92,4 +93,52 @@ export function bursts(samples, gapMs) {
   }
   if (current.length) groups.push(current);
   return groups;
+}
+
+/**
+ * The workerd process that runs the worker started with `inspectorPort` (wrangler dev runs two:
+ * a proxy and the worker's own, the one with an inspector), found through /proc.
+ */
+export function workerdOf(inspectorPort) {
+  const procs = readdirSync("/proc")
+    .filter((d) => /^\d+$/.test(d))
+    .map((pid) => {
+      try {
+        const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+        const ppid = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")[1];
+        return { pid, ppid, cmd };
+      } catch {
+        return null;
+      }
+    })
+    .filter(Boolean);
+  const ours = new Set(
+    procs.filter((p) => p.cmd.includes("--inspector-port") && p.cmd.includes(String(inspectorPort))).map((p) => p.pid),
+  );
+  // Descendants of our wrangler processes.
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const p of procs) {
+      if (ours.has(p.ppid) && !ours.has(p.pid)) {
+        ours.add(p.pid);
+        grew = true;
+      }
+    }
+  }
+  const workerd = procs.filter(
+    (p) => ours.has(p.pid) && p.cmd[0].endsWith("workerd") && p.cmd.some((a) => a.startsWith("--inspector-addr")),
+  );
+  if (workerd.length !== 1) throw new Error(`expected one workerd with an inspector, found ${workerd.length}`);
+  return workerd[0].pid;
+}
+
+/** CPU time of every thread of a process so far, ms (/proc/<pid>/task/<tid>/schedstat, ns). */
+export function processCpuMs(pid) {
+  let ns = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+    } catch {}
+  }
+  return ns / 1e6;
 }
