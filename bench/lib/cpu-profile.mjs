@@ -44,16 +44,25 @@ export async function connectProfiler(inspectorPort, intervalUs = 100) {
   await send("Profiler.setSamplingInterval", { interval: intervalUs });
   return {
     start: () => send("Profiler.start"),
-    /** Stops and returns the busy samples: [{ at (µs, profile clock), deltaUs, fn }]. */
+    /** Stops and returns the busy samples: [{ at (µs, profile clock), deltaUs, fn, entry }]. */
     async stop() {
       const { profile } = await send("Profiler.stop", {}, true);
       const name = new Map(profile.nodes.map((n) => [n.id, n.callFrame.functionName || n.callFrame.url || "?"]));
+      const parent = new Map();
+      for (const n of profile.nodes) for (const child of n.children ?? []) parent.set(child, n.id);
+      // The outermost frame: the handler, or after an await the async function that resumed.
+      const entryOf = (id) => {
+        let at = id;
+        while (parent.has(at) && parent.has(parent.get(at))) at = parent.get(at);
+        return name.get(at);
+      };
       const samples = [];
       let at = profile.startTime;
       for (let i = 0; i < profile.samples.length; i++) {
         at += profile.timeDeltas[i];
         const fn = name.get(profile.samples[i]);
-        if (fn !== "(idle)") samples.push({ at, deltaUs: profile.timeDeltas[i], fn });
+        if (fn !== "(idle)")
+          samples.push({ at, deltaUs: profile.timeDeltas[i], fn, entry: entryOf(profile.samples[i]) });
       }
       return samples;
     },
