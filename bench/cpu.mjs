@@ -33,10 +33,22 @@ const record = (kind, samples, calls, processMs = null) => {
 };
 let received = 0; // deliveries at the webhook receiver
 const providerCalls = () => Object.values(cloud.states).reduce((n, s) => n + s.log.length, received);
+/** What the fakes were asked since `counts` (per fake, its log length then): "METHOD host/path". */
+const logLengths = () => Object.values(cloud.states).map((s) => s.log.length);
+const callsSince = (counts) =>
+  Object.values(cloud.states).flatMap((s, i) =>
+    s.log.slice(counts[i]).map((r) => {
+      const url = new URL(r.url);
+      return `${r.method} ${url.host}${url.pathname.replace(/\/[a-z0-9]{12,}|\/\d{5,}/g, "/{id}")}`;
+    }),
+  );
+/** kind → what its last invocation asked the fakes */
+const lastCalls = new Map();
 
 /** One invocation: profiles `fn` and what it leaves running for `settleMs` after. */
 async function measure(kind, fn, settleMs = 150) {
   const before = providerCalls();
+  const lengths = logLengths();
   await profiler?.start();
   const cpuBefore = processCpuMs(workerd);
   const value = await fn();
@@ -44,6 +56,7 @@ async function measure(kind, fn, settleMs = 150) {
   const processMs = processCpuMs(workerd) - cpuBefore;
   const samples = profiler ? await profiler.stop() : [];
   record(kind, samples, providerCalls() - before, processMs);
+  if (profiler) lastCalls.set(kind, callsSince(lengths));
   return value;
 }
 
@@ -352,6 +365,12 @@ for (const kind of expected) {
   console.log(
     `${kind.padEnd(54)} ${String(list.length).padStart(3)}  ${f1(first.cpuMs)} ${f1(p50(warm.map((x) => x.cpuMs)))} ${f1(top.cpuMs)} ${f1(Math.max(...warm.map((x) => x.boundMs))).padStart(7)}  ${whole.length ? f1(p50(whole)).padStart(11) : "          -"}  ${`${calls[Math.floor(calls.length / 2)]}/${calls.at(-1)}`.padStart(13)}  ${fits ? "yes" : "NO"}`,
   );
+}
+for (const [kind, calls] of lastCalls) {
+  if (calls.length === 0) continue;
+  const counted = new Map();
+  for (const c of calls) counted.set(c, (counted.get(c) ?? 0) + 1);
+  console.log(`calls of the last ${kind}: ${[...counted].map(([c, n]) => `${c} ×${n}`).join(", ")}`);
 }
 // The Durable Objects' methods (src/keeper/keeper.ts, src/webhooks/sender.ts, src/offers/shared-cache.ts,
 // src/auth/rate-limiter.ts): a sample whose outermost frame is one of them is a Durable Object's
