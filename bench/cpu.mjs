@@ -3,9 +3,11 @@
 // makes. CPU comes from V8's sampling profiler over the inspector (bench/lib/cpu-profile.mjs says
 // how it is counted); provider calls are counted at the fakes (bench/lib/fake-cloud.mjs). D1 and
 // Durable Object calls are not visible from outside workerd: bench/reaper-scale.mjs counts those
-// for the reaper inside workerd. Also the CPU of evaluating the built script (start-up).
+// for the reaper inside workerd. A second run on a fresh worker, without the profiler, reads the
+// whole workerd process's CPU per invocation (an upper bound). Also the CPU of evaluating the built
+// script (start-up).
 //   node bench/cpu.mjs [runs=5]
-// Exits 1 when a kind got no samples or any kind's max is over 10 ms.
+// Exits 1 when a kind got fewer than two measured invocations or a warm one is over 10 ms.
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
