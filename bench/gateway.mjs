@@ -211,7 +211,8 @@ try {
   console.log(
     `less the local worker floor: added latency p50 ≈ ${f1(a.median - fl.median)} ms, first chunk added p50 ≈ ${f1(ta.median - fl.median)} ms`,
   );
-  measured += 2;
+  if (plain.added.length && ttfb.added.length) measured += 2;
+  else failed = true;
 
   // 3. Concurrent streams: each lasts ~2 s at the fake, so all are open together.
   const saved = { ...ollama.state };
@@ -280,7 +281,7 @@ try {
   console.log(
     `D1 writes of the meter (lease_usage upserts seen in the local D1): ${writes} over ${d1Requests} requests in ${d1Seconds.toFixed(1)} s = ${f1((writes / d1Requests) * 1000)} per 1,000 requests (goal ≤ 10: ${(writes / d1Requests) * 1000 <= 10 ? "met" : "NOT met"}; the 5 s flush bound allows ${Math.ceil(d1Seconds / 5)} + the keeper's polls)`,
   );
-  if ((writes / d1Requests) * 1000 > 10) failed = true;
+  if (d1Requests === 0 || (writes / d1Requests) * 1000 > 10) failed = true;
   measured += 1;
 
   // The meter counted every request: wait for the keeper's next step to flush what is left.

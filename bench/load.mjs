@@ -1,7 +1,8 @@
-// Issue 6: N leases against the sim driven concurrently through the API; every one must end
+// Throughput under load: N leases against the sim driven concurrently through the API; every one must end
 // `stopped` with teardown verified. Reports throughput and p95 latency of POST and GET /v1/leases.
 //   node bench/load.mjs [leases=200] [concurrency=20]
-import { startWorker, stats } from "../scripts/lib/local-worker.mjs";
+import { startWorker } from "../scripts/lib/local-worker.mjs";
+import { measured } from "./lib/measured.mjs";
 
 const total = Number(process.argv[2] ?? 200);
 const concurrency = Number(process.argv[3] ?? 20);
@@ -89,9 +90,9 @@ try {
   }
   const verified = leases.filter((l) => l.status === "stopped" && l.teardown_verified_at).length;
   const running = (await (await worker.api("/v1/sim")).json()).machines.filter((m) => m.state !== "gone").length;
-  const p = stats(post.latencies);
-  const g = stats(get.latencies);
-  const s = stats(stop.latencies);
+  const p = measured("POST /v1/leases latencies", post.latencies);
+  const g = measured("GET /v1/leases latencies", get.latencies);
+  const s = measured("stop latencies", stop.latencies);
   console.log(`${total} sim leases, concurrency ${concurrency}, local wrangler dev`);
   console.log(
     `POST /v1/leases: ${(total / post.seconds).toFixed(1)} req/s, p50 ${p.median.toFixed(0)} ms, p95 ${p.p95.toFixed(0)} ms, max ${p.max.toFixed(0)} ms`,

@@ -1,11 +1,12 @@
-// Issue 3: GET /v1/offers with RunPod, Vast.ai and VRAMfarm each answering after D ms.
+// Offer fan-out latency: GET /v1/offers with RunPod, Vast.ai and VRAMfarm each answering after D ms.
 // Concurrent fan-out means latency / D close to 1 (RunPod needs two queries, run in parallel too),
 // not 3. Also the latency of a cached repeat (the shared offers cache, OFFERS_CACHE_S), and
-// (issue 11) provider calls a minute while 20 clients ask for offers at once for S seconds.
+// the provider call budget: provider calls a minute while 20 clients ask for offers at once for S seconds.
 //   node bench/offers-latency.mjs [D=300] [rounds=10] [S=60]
 
-import { startWorker, stats } from "../scripts/lib/local-worker.mjs";
+import { startWorker } from "../scripts/lib/local-worker.mjs";
 import { startFakeCloud } from "./lib/fake-cloud.mjs";
+import { measured } from "./lib/measured.mjs";
 
 const delayMs = Number(process.argv[2] ?? 300);
 // At most 9 cold rounds a minute: with the warm-up that is 10 distinct Vast.ai searches, its whole-worker budget.
@@ -30,8 +31,8 @@ try {
     await (await worker.api(query)).json();
     cached.push(performance.now() - t);
   }
-  const c = stats(cold);
-  const h = stats(cached);
+  const c = measured("uncached offers latencies", cold);
+  const h = measured("cached offers latencies", cached);
   console.log(`D = ${delayMs} ms, ${rounds} rounds, providers: runpod, vast, vramfarm (fakes on loopback)`);
   console.log(
     `uncached: median ${c.median.toFixed(0)} ms, max ${c.max.toFixed(0)} ms -> latency/D = ${(c.median / delayMs).toFixed(2)} (sequential would be >= 3)`,
@@ -63,7 +64,7 @@ try {
   const minutes = (Date.now() - since) / 60_000;
   const perMinute = (name, filter = () => true) =>
     (cloud.states[name].log.filter((e) => e.at >= since && filter(e)).length / minutes).toFixed(1);
-  const l = stats(latencies);
+  const l = measured("concurrent offers latencies", latencies);
   console.log(
     `${CLIENTS} concurrent clients for ${seconds} s, 5 distinct queries: ${answered} answers (${(answered / (minutes * 60)).toFixed(0)}/s), ${failed} with an error; latency median ${l.median.toFixed(1)} ms, max ${l.max.toFixed(0)} ms`,
   );

@@ -1,4 +1,4 @@
-// Issue 5: provider calls and D1 round trips per reaper run with 10, 100 and 1,000 lease rows.
+// Reaper cost at scale: provider calls and D1 round trips per reaper run with 10, 100 and 1,000 lease rows.
 // The counting happens in workerd (test/reaper/scale.test.ts counts every request at the fakes,
 // every D1 statement and batch, and every keeper call); this prints its figures.
 //   node bench/reaper-scale.mjs

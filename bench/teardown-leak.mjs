@@ -1,10 +1,11 @@
-// Issue 4: leases stopped by their time cap; machines linger L s after an honoured terminate and
+// Money leaked after a time cap: leases stopped by their time cap; machines linger L s after an honoured terminate and
 // the keeper verifies every V s. Leaked seconds = machine gone − cap moment (target max ≤ L+V+2),
 // and provider calls per keeper alarm invocation (target ≤ 3), seen at the fake.
 //   node bench/teardown-leak.mjs [leases=20] [L=3] [V=2]
 
-import { startWorker, stats } from "../scripts/lib/local-worker.mjs";
+import { startWorker } from "../scripts/lib/local-worker.mjs";
 import { startFakeCloud } from "./lib/fake-cloud.mjs";
+import { measured } from "./lib/measured.mjs";
 
 const count = Number(process.argv[2] ?? 20);
 const lingerS = Number(process.argv[3] ?? 3);
@@ -61,10 +62,15 @@ try {
     leaked.push((goneAt - capAt) / 1000);
   }
   // Calls the keeper made for each pod, grouped into alarm invocations (calls < 400 ms apart).
+  // RunPod's REST API names the pod in the path (GET/DELETE /v2/pods/{id}), GraphQL in the body;
+  // the create itself (POST /v2/pods, podFindAndDeployOnDemand) is the rent, not the keeper's.
+  const names = (r, ref) => r.url.includes(`/${ref}`) || r.body.includes(ref);
+  const isCreate = (r) =>
+    r.body.includes("podFindAndDeployOnDemand") || (r.method === "POST" && new URL(r.url).pathname === "/v2/pods");
   const perAlarm = [];
   for (const lease of done) {
     const times = cloud.servers[0].state.log
-      .filter((r) => !r.body.includes("podFindAndDeployOnDemand") && r.body.includes(lease.provider_ref))
+      .filter((r) => !isCreate(r) && names(r, lease.provider_ref))
       .map((r) => r.at);
     let group = 0;
     for (let i = 0; i < times.length; i++) {
@@ -75,8 +81,8 @@ try {
       }
     }
   }
-  const l = stats(leaked);
-  const p = stats(perAlarm);
+  const l = measured("leaked seconds", leaked);
+  const p = measured("keeper alarm invocations at the RunPod fake", perAlarm);
   console.log(`L = ${lingerS} s, V = ${verifyS} s, ${count} leases stopped by max_minutes, all teardown-verified`);
   console.log(
     `leaked seconds (gone − cap): median ${l.median.toFixed(1)}, max ${l.max.toFixed(1)} (target ≤ ${lingerS + verifyS + 2})`,

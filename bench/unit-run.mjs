@@ -1,4 +1,4 @@
-// Issue 10: how long the unit run (`vitest run`, every Node and workerd suite) takes, as CI sees
+// How long the unit run (`vitest run`, every Node and workerd suite) takes, as CI sees
 // it: a fresh clone of HEAD, `npm ci`, no vite cache. Prints vitest's own duration and the wall
 // time of each run, and the test counts.
 //   node bench/unit-run.mjs [runs=3]
@@ -30,6 +30,7 @@ for (let i = 1; i <= runs; i++) {
   durations.push(duration);
   console.log(`  run ${i}: vitest ${duration.toFixed(1)} s, wall ${wall.toFixed(1)} s (${tests})`);
 }
+if (durations.length === 0) throw new Error("measured nothing: zero unit runs");
 const sorted = [...durations].sort((a, b) => a - b);
 console.log(
   `  vitest: median ${sorted[Math.floor(sorted.length / 2)].toFixed(1)} s, max ${sorted.at(-1).toFixed(1)} s`,

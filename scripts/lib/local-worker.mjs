@@ -27,7 +27,8 @@ export function freePort() {
  * Starts `wrangler dev` and waits for /health. `vars` are extra `--var NAME:VALUE` arguments
  * (already split: ["--var", "X:1", ...]). The rate limits are lifted unless `liftRateLimits` is
  * false (then wrangler.toml's apply). Returns the base URL, an authorised fetch helper, the
- * combined log and stop().
+ * combined log, the inspector port (Chrome DevTools Protocol, for CPU profiles), the state folder
+ * and stop().
  */
 export async function startWorker({ port, vars = [], sim = false, admin = ADMIN, liftRateLimits = true } = {}) {
   port ??= await freePort();
@@ -92,7 +93,7 @@ export async function startWorker({ port, vars = [], sim = false, admin = ADMIN,
     }
     rmSync(persist, { recursive: true, force: true });
   };
-  return { base, admin, api, json, log: () => log, stop };
+  return { base, admin, api, json, log: () => log, inspectorPort, persist, stop };
 }
 
 let migrated;
