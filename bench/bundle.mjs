@@ -58,7 +58,7 @@ let current = "(runtime)";
 for (const line of plain.script.split("\n")) {
   const marker = /^\/\/ (\S+\.(?:[cm]?[jt]sx?|json))$/.exec(line);
   if (marker) current = normal(marker[1]);
-  slices.set(current, (slices.get(current) ?? "") + line + "\n");
+  slices.set(current, `${(slices.get(current) ?? "") + line}\n`);
 }
 const gz = (paths) => gzipSync(paths.map((p) => slices.get(p) ?? "").join(""), { level: 9 }).length;
 
@@ -102,11 +102,11 @@ console.log("\ncandidates:");
 for (const [label, match] of candidates) {
   const paths = inputs.filter((i) => match(i.path));
   console.log(
-    row(
+    `${row(
       label,
       paths.reduce((s, i) => s + i.bytes, 0),
       paths.map((i) => i.path),
-    ) + `  (${paths.length} modules)`,
+    )}  (${paths.length} modules)`,
   );
 }
 
