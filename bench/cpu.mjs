@@ -9,7 +9,7 @@
 //   node bench/cpu.mjs [runs=5]
 // Exits 1 when a kind got fewer than two measured invocations or a warm one is over 10 ms.
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -17,6 +17,7 @@ import { pathToFileURL } from "node:url";
 import { freePort, startWorker } from "../scripts/lib/local-worker.mjs";
 import { bursts, connectProfiler, cpuOf, intervalOf, processCpuMs, workerdOf } from "./lib/cpu-profile.mjs";
 import { startFakeCloud } from "./lib/fake-cloud.mjs";
+import { localD1File, sqlite } from "./lib/local-d1.mjs";
 
 const runs = Number(process.argv[2] ?? 5);
 const FREE_CPU_MS = 10;
@@ -262,11 +263,8 @@ async function pass(profiled) {
 const profiledRun = await pass(true);
 const processRun = await pass(false);
 
-/** The local D1's sqlite file in the worker's state folder. */
+/** `count` stopped lease rows written straight into the local D1 (what the reaper run reads). */
 function seedStoppedLeases(count) {
-  const dir = join(worker.persist, "v3", "d1", "miniflare-D1DatabaseObject");
-  const files = readdirSync(dir).filter((f) => f.endsWith(".sqlite") && f !== "metadata.sqlite");
-  if (files.length !== 1) throw new Error(`expected one D1 sqlite file in ${dir}, found ${files.join(", ")}`);
   const at = new Date(Date.now() - 24 * 3_600_000).toISOString();
   const spec = JSON.stringify({
     image: "x",
@@ -283,8 +281,7 @@ function seedStoppedLeases(count) {
     return `('${id}', 'stopped', '${providers[i % 3]}', 'ref-${i}', 'gpulease-${id}', 'custom', '${spec}', 60, 0.5, 'USD', 0.5, 'requested', '${at}', '${at}', '${at}', '${at}')`;
   });
   const sql = `BEGIN; INSERT INTO leases (id, status, provider, provider_ref, label, template, spec, max_minutes, price_per_hour, currency, cost, stop_reason, created_at, rented_at, stopped_at, teardown_verified_at) VALUES ${rows.join(",\n")}; COMMIT;`;
-  const out = spawnSync("sqlite3", [join(dir, files[0])], { input: sql, encoding: "utf8" });
-  if (out.status !== 0) throw new Error(`seeding the D1 sqlite failed: ${out.stderr}`);
+  sqlite(localD1File(worker.persist), sql, { write: true });
 }
 
 /** CPU of evaluating the built script once, in Node's V8 (workerd evaluates it at start-up). */

@@ -9,14 +9,14 @@
 //   folder, sqlite) sampled every 50 ms; each new updated_at is one write of the meter.
 // Local `wrangler dev` on a shared machine, not Cloudflare's edge: absolute figures differ there.
 
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, startWorker, stats } from "../scripts/lib/local-worker.mjs";
 import { startFakeCloud } from "./lib/fake-cloud.mjs";
 import { startFakeOllama } from "./lib/fake-ollama.mjs";
 import { startFakeRegistry } from "./lib/fake-registry.mjs";
+import { localD1File, sqlite } from "./lib/local-d1.mjs";
 
 const sequential = Number(process.argv[2] ?? 300);
 const concurrent = Number(process.argv[3] ?? 200);
@@ -59,29 +59,14 @@ const limit = setTimeout(async () => {
 
 const json = (path, init) => worker.json(path, init);
 
-/** The local D1's sqlite file in the worker's state folder. */
-function d1File() {
-  const dirs = readdirSync(privateTmp).filter((d) => d.startsWith("gpulease-local-"));
-  if (dirs.length !== 1) throw new Error(`expected one worker state folder, found ${dirs.length}`);
-  const dir = join(privateTmp, dirs[0], "v3", "d1", "miniflare-D1DatabaseObject");
-  const files = readdirSync(dir).filter((f) => f.endsWith(".sqlite") && f !== "metadata.sqlite");
-  if (files.length !== 1) throw new Error(`expected one D1 sqlite file in ${dir}, found ${files.join(", ")}`);
-  return join(dir, files[0]);
-}
 function usageRow(file, leaseId) {
-  const out = spawnSync(
-    "sqlite3",
-    [
-      "-readonly",
-      "-separator",
-      "|",
-      file,
-      `SELECT requests, updated_at FROM lease_usage WHERE lease_id = '${leaseId}'`,
-    ],
-    { encoding: "utf8" },
-  );
-  if (out.status !== 0) return { error: out.stderr.trim() };
-  const [requests, updatedAt] = out.stdout.trim().split("|");
+  let row;
+  try {
+    row = sqlite(file, `SELECT requests, updated_at FROM lease_usage WHERE lease_id = '${leaseId}';`);
+  } catch (error) {
+    return { error: error.message };
+  }
+  const [requests, updatedAt] = row.split("|");
   return requests ? { requests: Number(requests), updatedAt } : { requests: 0, updatedAt: null };
 }
 
@@ -142,7 +127,7 @@ try {
   console.log(
     `gateway bench: RunPod fake lease ${lease.id} (${MODEL}) running after ${((Date.now() - wallStart) / 1000).toFixed(1)} s; fake Ollama ${ollama.state.delayMs} ms to first token, ${ollama.state.chunks} tokens ${ollama.state.chunkMs} ms apart; local wrangler dev`,
   );
-  const file = d1File();
+  const file = localD1File(worker.persist);
   let gatewayRequests = 0;
 
   // Warm both paths (connections, the worker's isolate, the keeper's object).

@@ -11,11 +11,11 @@
 //   node bench/retention.mjs [days=95] [retention_days=30] [max_runs=80]
 // Local `wrangler dev` on a shared machine, not Cloudflare's edge: absolute figures differ there.
 
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startWorker } from "../scripts/lib/local-worker.mjs";
+import { localD1File, sqlite } from "./lib/local-d1.mjs";
 
 const days = Number(process.argv[2] ?? 95);
 const retentionDays = Number(process.argv[3] ?? 30);
@@ -41,21 +41,6 @@ const worker = await startWorker({
   vars: ["--var", `RETENTION_DAYS:${retentionDays}`, "--var", "REAPER_MODE:report"],
 });
 let failed = false;
-
-function d1File() {
-  const dirs = readdirSync(privateTmp).filter((d) => d.startsWith("gpulease-local-"));
-  if (dirs.length !== 1) throw new Error(`expected one worker state folder, found ${dirs.length}`);
-  const dir = join(privateTmp, dirs[0], "v3", "d1", "miniflare-D1DatabaseObject");
-  const files = readdirSync(dir).filter((f) => f.endsWith(".sqlite") && f !== "metadata.sqlite");
-  if (files.length !== 1) throw new Error(`expected one D1 sqlite file in ${dir}, found ${files.join(", ")}`);
-  return join(dir, files[0]);
-}
-
-function sqlite(file, sql, readonly = true) {
-  const out = spawnSync("sqlite3", [...(readonly ? ["-readonly"] : []), file], { input: sql, encoding: "utf8" });
-  if (out.status !== 0) throw new Error(`sqlite3: ${out.stderr.trim()}`);
-  return out.stdout.trim();
-}
 
 const counts = (file) => Object.fromEntries(TABLES.map((t) => [t, Number(sqlite(file, `SELECT COUNT(*) FROM ${t};`))]));
 
@@ -102,7 +87,7 @@ UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ${now + 86_4
   WHERE rowid IN (SELECT rowid FROM webhook_deliveries ORDER BY rowid LIMIT 25);
 UPDATE schedule_runs SET status = 'retrying' WHERE rowid IN (SELECT rowid FROM schedule_runs ORDER BY rowid LIMIT 3);
 COMMIT;`,
-    false,
+    { write: true },
   );
 }
 
@@ -119,7 +104,7 @@ function prunedLines() {
 }
 
 try {
-  const file = d1File();
+  const file = localD1File(worker.persist);
   const fillStart = Date.now();
   fill(file);
   const before = counts(file);
