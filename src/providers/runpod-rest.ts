@@ -3,6 +3,7 @@ import { CursorRefusedError, HttpClient, type HttpResponse, ProviderError } from
 import { OLLAMA_PORT, probeOllama } from "./ollama";
 import { OLLAMA_START_ENTRYPOINT, OLLAMA_START_SCRIPT, pullsModel } from "./ollama-start";
 import {
+  CREATE_RATE_LIMIT_WAIT_MS,
   clouds,
   httpPortsOf,
   type ParsedOffer,
@@ -73,13 +74,6 @@ const POD_PAGE_LIMIT = 1000;
  * it stopped; findByLabel throws, since a lookup that saw part of the account proves nothing.
  */
 export const POD_PAGES_PER_CALL = 10;
-
-/**
- * How long one create may wait out RunPod's 429s (`Retry-After`, seconds: "back off using
- * Retry-After, then resume"; the document's example window is 12 s). Below the rent's own
- * deadline (`RENT_DEADLINE_MS`, 15 s), so a burst delays the rental instead of failing the offer.
- */
-export const CREATE_RATE_LIMIT_WAIT_MS = 12_000;
 
 /** What a refused listing cursor (expired, unknown) can come back as, with RunPod's problem body. */
 const CURSOR_REFUSALS = new Set([400, 404, 410, 422]);

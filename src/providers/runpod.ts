@@ -78,6 +78,13 @@ export interface ParsedOffer {
  * for REST v2 (docs/providers.md#runpod-rest-v2); everything GraphQL-shaped stays in this file and
  * runpod-graphql.ts so the transport can be swapped behind the Provider interface.
  */
+/**
+ * How long one create may wait out RunPod's 429s (`Retry-After`, seconds: "back off using
+ * Retry-After, then resume"; the document's example window is 12 s). Below the rent's own
+ * deadline (`RENT_DEADLINE_MS`, 15 s); the same over GraphQL, so a burst delays the rental instead of failing the offer.
+ */
+export const CREATE_RATE_LIMIT_WAIT_MS = 12_000;
+
 export function createRunpodProvider(options: RunpodOptions): Provider {
   const http = new HttpClient({
     provider: "runpod",
@@ -102,8 +109,15 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
     query: string,
     variables?: Record<string, unknown>,
     retry = true,
+    rateLimitWaitMs?: number,
   ): Promise<GraphqlAnswer> {
-    const response = await http.send({ method: "POST", url: options.url, body: { query, variables }, retry });
+    const response = await http.send({
+      method: "POST",
+      url: options.url,
+      body: { query, variables },
+      retry,
+      rateLimitWaitMs,
+    });
     if (response.status === 400) {
       const body = GraphqlEnvelopeSchema.safeParse(response.json);
       const reason =
@@ -225,8 +239,10 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
   async function deploy(offer: ParsedOffer, spec: MachineSpec, sizing: HostSizing): Promise<RentResult> {
     let answer: GraphqlAnswer;
     try {
-      // Never repeated blindly: a create that failed in transit may have made a pod.
-      answer = await graphql("create pod", DEPLOY_MUTATION, { input: deployInput(offer, spec, sizing) }, false);
+      // Never repeated blindly: a create that failed in transit may have made a pod. A 429 was
+      // refused at the door, so it is waited out within the rent's deadline, as over REST.
+      const input = { input: deployInput(offer, spec, sizing) };
+      answer = await graphql("create pod", DEPLOY_MUTATION, input, false, CREATE_RATE_LIMIT_WAIT_MS);
     } catch (cause) {
       if (!(cause instanceof ProviderError)) throw cause;
       return { ok: false, kind: createFailureKind(cause), error: cause.message };

@@ -4,11 +4,8 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import worker from "../../src/index";
 import { RENT_DEADLINE_MS } from "../../src/leases/create";
 import { ProviderError } from "../../src/providers/http";
-import {
-  CREATE_RATE_LIMIT_WAIT_MS,
-  createRunpodRestProvider,
-  type RunpodRestOptions,
-} from "../../src/providers/runpod-rest";
+import { CREATE_RATE_LIMIT_WAIT_MS } from "../../src/providers/runpod";
+import { createRunpodRestProvider, type RunpodRestOptions } from "../../src/providers/runpod-rest";
 import type { MachineSpec } from "../../src/providers/types";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RUNPOD_FAKE_KEY, RunpodFake } from "../fakes/runpod";

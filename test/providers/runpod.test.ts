@@ -563,10 +563,19 @@ describe("rent", () => {
     expect(fake.calls("deploy")).toHaveLength(1);
   });
 
-  it("a 429 on create is a refusal, not ambiguous, and not repeated", async () => {
-    fake.fault("deploy", { kind: "status", status: 429 });
+  it("a 429 on create is waited out (its Retry-After) and the create sent again: rented, as over REST", async () => {
+    fake.fault("deploy", { kind: "status", status: 429, headers: { "Retry-After": "2" } }, 2);
+    expect(await runpod().rent(offer(), spec())).toMatchObject({ ok: true });
+    expect(fake.calls("deploy")).toHaveLength(3);
+    expect(sleeps).toEqual([2000, 2000]);
+  });
+
+  it("a 429 that outlasts the create's 12 s is a refusal, never ambiguous", async () => {
+    fake.fault("deploy", { kind: "status", status: 429, headers: { "Retry-After": "7" } }, 5);
     expect(await runpod().rent(offer(), spec())).toMatchObject({ ok: false, kind: "rejected" });
-    expect(fake.calls("deploy")).toHaveLength(1);
+    expect(fake.calls("deploy")).toHaveLength(2);
+    expect(sleeps).toEqual([7000]);
+    expect(fake.model.list()).toHaveLength(0);
   });
 
   it.each(["graphql_error", "http_500", "hang"] as const)(
