@@ -31,7 +31,7 @@ interface Lease extends LeaseBase {
   usage?: Usage | null;
 }
 
-const { api, getLease, eventsUntil, stopAndVerify } = leaseApi<Lease>(base, adminToken);
+const { api, getLease, eventsUntil, stopAndVerify, quickModelBoots, rentModel } = leaseApi<Lease>(base, adminToken);
 
 /** Calls made through the openai client: a completion, a stream, the model list. */
 function throughOpenAI(baseURL: string, key: string): Promise<number> {
@@ -123,25 +123,14 @@ async function callThenStop(id: string, key: string): Promise<boolean> {
   return true;
 }
 
-beforeAll(async () => {
-  // Quick boots; the default download speed (250 MB/s) takes the 1.3 GB weights about 5 s.
-  const config = await api("/v1/sim/config", {
-    method: "PUT",
-    body: JSON.stringify({ boot_seconds: 2, ready_seconds: 1, linger_seconds: 1, download_mbs: 250 }),
-  });
-  expect(config.status).toBe(200);
-});
+beforeAll(() => quickModelBoots());
 
 describe("a model lease through the LLM gateway", () => {
   test("rent llama3.2:1b, call it with the openai and ollama clients and its inference key, read its usage", async () => {
-    const rented = await api<Lease>("/v1/leases", {
-      method: "POST",
-      body: JSON.stringify({ provider: "sim", model: MODEL, max_minutes: 5 }),
-    });
-    expect(rented.status).toBe(202);
-    const key = rented.body.inference_key as string;
+    const rented = await rentModel(MODEL);
+    const key = rented.inference_key as string;
     expect(key).toMatch(/^glk_/);
-    const id = rented.body.id;
+    const id = rented.id;
     let verified = false;
     try {
       verified = await callThenStop(id, key);

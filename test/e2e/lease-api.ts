@@ -74,5 +74,24 @@ export function leaseApi<L extends LeaseBase>(base: string, adminToken: string) 
     return stopped;
   }
 
-  return { api, getLease, eventsUntil, stopAndVerify };
+  /** Quick sim boots; the default download speed (250 MB/s) takes 1.3 GB of weights about 5 s. */
+  async function quickModelBoots(): Promise<void> {
+    const config = await api("/v1/sim/config", {
+      method: "PUT",
+      body: JSON.stringify({ boot_seconds: 2, ready_seconds: 1, linger_seconds: 1, download_mbs: 250 }),
+    });
+    expect(config.status).toBe(200);
+  }
+
+  /** Rents a sim model lease for at most 5 minutes; the 202 answer as sent. */
+  async function rentModel(model: string): Promise<L & { inference_key?: string }> {
+    const rented = await api<L & { inference_key?: string }>("/v1/leases", {
+      method: "POST",
+      body: JSON.stringify({ provider: "sim", model, max_minutes: 5 }),
+    });
+    expect(rented.status).toBe(202);
+    return rented.body;
+  }
+
+  return { api, getLease, eventsUntil, stopAndVerify, quickModelBoots, rentModel };
 }

@@ -34,7 +34,7 @@ interface Lease extends LeaseBase {
 }
 
 const lease = leaseApi<Lease>(base, adminToken);
-const { api, getLease, eventsUntil } = lease;
+const { api, getLease, eventsUntil, quickModelBoots, rentModel } = lease;
 
 /** Stops the lease, follows it to `stopped` with its teardown verified, and finds no sim machine left. */
 async function stopAndVerify(id: string, after: number): Promise<Lease> {
@@ -80,25 +80,14 @@ async function chatThenStop(id: string, digest: string): Promise<boolean> {
   return true;
 }
 
-beforeAll(async () => {
-  // Quick boots; the default download speed (250 MB/s) takes the 1.3 GB weights about 5 s.
-  const config = await api("/v1/sim/config", {
-    method: "PUT",
-    body: JSON.stringify({ boot_seconds: 2, ready_seconds: 1, linger_seconds: 1, download_mbs: 250 }),
-  });
-  expect(config.status).toBe(200);
-});
+beforeAll(() => quickModelBoots());
 
 describe("a model lease", () => {
   test("rent llama3.2:1b, follow it to running, chat with the openai client, stop it", async () => {
-    const rented = await api<Lease>("/v1/leases", {
-      method: "POST",
-      body: JSON.stringify({ provider: "sim", model: MODEL, max_minutes: 5 }),
-    });
-    expect(rented.status).toBe(202);
+    const rented = await rentModel(MODEL);
     const digest = await registryDigest();
     // Sized from the registry's manifest before anything answers on the machine.
-    expect(rented.body.model).toEqual({
+    expect(rented.model).toEqual({
       name: MODEL,
       digest,
       weights_gb: 1.4,
@@ -106,7 +95,7 @@ describe("a model lease", () => {
       context_length: 4096,
       loaded_at: null,
     });
-    const id = rented.body.id;
+    const id = rented.id;
     let verified = false;
     try {
       verified = await chatThenStop(id, digest);
