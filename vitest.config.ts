@@ -33,6 +33,8 @@ const PURE_SUITES = [
   "test/gateway/usage.test.ts",
   "test/keeper/creates.test.ts",
   "test/keeper/decide.test.ts",
+  "test/keeper/meter.test.ts",
+  "test/keeper/plan.test.ts",
   "test/leases/rental.test.ts",
   "test/models/gguf.test.ts",
   "test/models/need.test.ts",

@@ -81,6 +81,8 @@ export const LeaseRowSchema = z.object({
   /** what the provider itself billed (src/billing), when it reports it per machine */
   billed: z.number().nullable().optional(),
   billing_checked_at: z.string().nullable().optional(),
+  /** bumped by every keeper commit, claim and reopen: a step's write applies only to the row it read */
+  revision: z.number().int().default(0),
 });
 export type LeaseRow = z.infer<typeof LeaseRowSchema>;
 
@@ -304,6 +306,17 @@ export type LeasePatch = Partial<{
 
 const jsonColumns = new Set(["spec", "access"]);
 
+/** `SET` assignments and their values for a patch (JSON columns serialised). */
+export function patchAssignments(patch: LeasePatch): { sets: string[]; values: unknown[] } {
+  const entries = Object.entries(patch).filter(([, value]) => value !== undefined);
+  return {
+    sets: entries.map(([column]) => `${column} = ?`),
+    values: entries.map(([column, value]) =>
+      jsonColumns.has(column) && value !== null ? JSON.stringify(value) : (value as unknown),
+    ),
+  };
+}
+
 /**
  * Applies `patch` only while the lease is in one of `from` (D1 has no BEGIN: the condition in
  * the UPDATE is the lock). Returns the new row, or null when the status had moved on.
@@ -362,11 +375,21 @@ export async function appendEvents(
   events: readonly NewEvent[],
 ): Promise<void> {
   if (events.length === 0) return;
+  await db.batch(eventStatements(db, leaseId, at, events));
+}
+
+/** The statements that append `events` to the lease's log and the webhook outbox. */
+export function eventStatements(
+  db: D1Database,
+  leaseId: string,
+  at: string,
+  events: readonly NewEvent[],
+): D1PreparedStatement[] {
   const statement = db.prepare("INSERT INTO lease_events (lease_id, at, kind, detail) VALUES (?, ?, ?, ?)");
-  await db.batch([
+  return [
     ...events.map((event) => statement.bind(leaseId, at, event.kind, event.detail ?? null)),
     ...leaseEventStatements(db, leaseId, events, Date.parse(at)),
-  ]);
+  ];
 }
 
 const EventRowSchema = z.object({
