@@ -317,32 +317,6 @@ export function patchAssignments(patch: LeasePatch): { sets: string[]; values: u
   };
 }
 
-/**
- * Applies `patch` only while the lease is in one of `from` (D1 has no BEGIN: the condition in
- * the UPDATE is the lock). Returns the new row, or null when the status had moved on.
- */
-export async function updateLeaseIf(
-  db: D1Database,
-  leaseId: string,
-  from: readonly LeaseStatus[],
-  patch: LeasePatch,
-): Promise<LeaseRow | null> {
-  const entries = Object.entries(patch).filter(([, value]) => value !== undefined);
-  if (entries.length === 0) {
-    const row = await getLease(db, leaseId);
-    return row && from.includes(row.status) ? row : null;
-  }
-  const sets = entries.map(([column]) => `${column} = ?`).join(", ");
-  const values = entries.map(([column, value]) =>
-    jsonColumns.has(column) && value !== null ? JSON.stringify(value) : (value as unknown),
-  );
-  const row = await db
-    .prepare(`UPDATE leases SET ${sets} WHERE id = ? AND status IN (${from.map(() => "?").join(", ")}) RETURNING *`)
-    .bind(...values, leaseId, ...from)
-    .first();
-  return row ? parseRow(row) : null;
-}
-
 /** Removes a just-inserted lease no create was ever sent for (a rental refused by the budget). */
 export async function deleteUnsentLease(db: D1Database, leaseId: string): Promise<void> {
   await db

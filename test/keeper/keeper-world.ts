@@ -33,12 +33,13 @@ export const RUNPOD_BODY = {
   max_minutes: 30,
 };
 
-export async function freshWorld(): Promise<void> {
+/** A clean world: new fakes (machines linger `lingerMs` after an honoured terminate), no leases. */
+export async function freshWorld({ lingerMs = 5_000 }: { lingerMs?: number } = {}): Promise<void> {
   clock.install();
   clock.advance(3_600_000);
   world.installed?.restore();
-  world.runpod = new RunpodFake({ quirks: { bootMs: 30_000, lingerMs: 5_000 } });
-  world.vast = new VastFake({ bootMs: 30_000, lingerMs: 5_000 });
+  world.runpod = new RunpodFake({ quirks: { bootMs: 30_000, lingerMs } });
+  world.vast = new VastFake({ bootMs: 30_000, lingerMs });
   world.installed = installFakes(
     new CrashFake(() => current, world.runpod, "runpod"),
     new CrashFake(() => current, world.vast, "vast"),

@@ -24,7 +24,7 @@ import {
  * answers, a stray's cost and a failed D1 write may not do to a teardown.
  */
 
-beforeEach(freshWorld);
+beforeEach(() => freshWorld());
 
 async function events(leaseId: string): Promise<{ kind: string; detail: string | null }[]> {
   const { results } = await env.DB.prepare("SELECT kind, detail FROM lease_events WHERE lease_id = ? ORDER BY seq")
