@@ -7,3 +7,6 @@ ALTER TABLE leases ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
 -- provider's key is gone).
 ALTER TABLE lease_creates ADD COLUMN checked_at TEXT;
 ALTER TABLE lease_creates ADD COLUMN unverified_at TEXT;
+-- A lease event's structured reason (a stop reason: max_cost, rent_failed, ...): webhooks map
+-- events by it, never by parsing the human `detail`.
+ALTER TABLE lease_events ADD COLUMN reason TEXT;

@@ -188,7 +188,7 @@ export function capReached(lease: LeaseRow, loop: LoopState, now: number, s: Kee
 export function decideCap(lease: LeaseRow, loop: LoopState, cause: StopCause, now: number): Decision {
   return {
     patch: stoppingPatch(lease, loop, cause, now),
-    events: [{ kind: "stop_requested", detail: `${cause.reason ?? "error"}: ${cause.detail}` }],
+    events: [{ kind: "stop_requested", detail: `${cause.reason ?? "error"}: ${cause.detail}`, reason: cause.reason }],
     loop,
     nextAlarmAt: now,
     teardownNow: true,
@@ -409,7 +409,7 @@ function decideFromPoll(lease: LeaseRow, loop: LoopState, poll: PollResult, now:
   if (cause) {
     return {
       patch: { ...patch, ...stoppingPatch(updated, nextLoop, cause, now) },
-      events: [...events, { kind: "stop_requested", detail: `${cause.reason}: ${cause.detail}` }],
+      events: [...events, { kind: "stop_requested", detail: `${cause.reason}: ${cause.detail}`, reason: cause.reason }],
       loop: nextLoop,
       nextAlarmAt: now,
       teardownNow: true,
@@ -423,7 +423,7 @@ function decideFromPoll(lease: LeaseRow, loop: LoopState, poll: PollResult, now:
     };
     return {
       patch: { ...patch, ...stoppingPatch(updated, nextLoop, costCause, now), cost },
-      events: [...events, { kind: "stop_requested", detail: `max_cost: ${costCause.detail}` }],
+      events: [...events, { kind: "stop_requested", detail: `max_cost: ${costCause.detail}`, reason: "max_cost" }],
       loop: nextLoop,
       nextAlarmAt: now,
       teardownNow: true,

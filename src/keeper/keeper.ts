@@ -276,7 +276,7 @@ export class LeaseKeeper extends DurableObject<Env> {
       const loop = await this.loop();
       const patch = stoppingPatch(lease, loop, { reason, error: null, detail: detail ?? reason }, now);
       if (exitCode !== null) patch.exit_code = exitCode;
-      const events: NewEvent[] = [{ kind: "stop_requested", detail: detail ? `${reason}: ${detail}` : reason }];
+      const events: NewEvent[] = [{ kind: "stop_requested", detail: detail ? `${reason}: ${detail}` : reason, reason }];
       const row = await commitStep(services.db, { read: lease, patch, events, at: now });
       if (row) {
         if (announces(events)) this.ctx.waitUntil(services.outbox.wake());

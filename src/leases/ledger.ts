@@ -11,6 +11,7 @@ import {
   LeaseModelSchema,
   type LeaseStatus,
   LeaseStatusSchema,
+  type StopReason,
   StopReasonSchema,
 } from "./schema";
 
@@ -331,6 +332,8 @@ export async function deleteUnsentLease(db: D1Database, leaseId: string): Promis
 export interface NewEvent {
   kind: string;
   detail?: string | null;
+  /** why, as data: the stop reason of a stop request or a stop (webhooks map by it, never by `detail`) */
+  reason?: StopReason | null;
 }
 
 /** Appends to the lease's event log. */
@@ -359,9 +362,9 @@ export function eventStatements(
   at: string,
   events: readonly NewEvent[],
 ): D1PreparedStatement[] {
-  const statement = db.prepare("INSERT INTO lease_events (lease_id, at, kind, detail) VALUES (?, ?, ?, ?)");
+  const statement = db.prepare("INSERT INTO lease_events (lease_id, at, kind, detail, reason) VALUES (?, ?, ?, ?, ?)");
   return [
-    ...events.map((event) => statement.bind(leaseId, at, event.kind, event.detail ?? null)),
+    ...events.map((event) => statement.bind(leaseId, at, event.kind, event.detail ?? null, event.reason ?? null)),
     ...leaseEventStatements(db, leaseId, events, Date.parse(at)),
   ];
 }
@@ -371,12 +374,16 @@ const EventRowSchema = z.object({
   at: z.string(),
   kind: z.string(),
   detail: z.string().nullable(),
+  // An unknown reason (a row from a newer version) reads as none rather than failing the log.
+  reason: StopReasonSchema.nullable().catch(null).default(null),
 });
 
 /** The lease's events with seq > `afterSeq`, oldest first. */
 export async function listEvents(db: D1Database, leaseId: string, afterSeq = 0, limit = 500): Promise<LeaseEvent[]> {
   const { results } = await db
-    .prepare("SELECT seq, at, kind, detail FROM lease_events WHERE lease_id = ? AND seq > ? ORDER BY seq LIMIT ?")
+    .prepare(
+      "SELECT seq, at, kind, detail, reason FROM lease_events WHERE lease_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+    )
     .bind(leaseId, afterSeq, limit)
     .all();
   return results.map((row) => EventRowSchema.parse(row));

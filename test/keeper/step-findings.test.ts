@@ -99,7 +99,7 @@ it("a stray that never reads gone is flagged teardown_unverified and paced like 
   await keeperOf(lease.id).claim(lease.id, stubborn);
   const start = clock.now;
   let alarms = 0;
-  while (clock.now < start + 60 * 60_000 && alarms < 2_000) {
+  while (clock.now < start + 20 * 60_000 && alarms < 2_000) {
     if (!(await fireNext(clock, lease.id))) break;
     alarms++;
   }
@@ -117,7 +117,7 @@ it("a stray that never reads gone is flagged teardown_unverified and paced like 
     late.push(clock.now - before);
   }
   for (const gap of late) expect(gap).toBeGreaterThanOrEqual(60_000);
-});
+}, 120_000);
 
 it("a hostile machine's usage (1e308 tokens, 0.5 tokens) never stops the teardown or the lease's page", async () => {
   const lease = await runningLease();
