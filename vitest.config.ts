@@ -33,6 +33,8 @@ const PURE_SUITES = [
   "test/gateway/usage.test.ts",
   "test/keeper/creates.test.ts",
   "test/keeper/decide.test.ts",
+  "test/keeper/meter.test.ts",
+  "test/keeper/plan.test.ts",
   "test/leases/rental.test.ts",
   "test/models/gguf.test.ts",
   "test/models/need.test.ts",
@@ -71,6 +73,8 @@ async function workersProject(include: string[], exclude: string[]): Promise<Tes
             RENT_RATE_LIMIT_PER_MIN: "1000000",
             // Requests the bad-input fuzzer sends (test/robustness/fuzz.test.ts); CI keeps at least 5,000.
             FUZZ_RUNS: process.env.FUZZ_RUNS ?? "5000",
+            // Leases the keeper churn runs (test/keeper/churn.test.ts); `node bench/keeper-churn.mjs` runs 50.
+            CHURN_LEASES: process.env.CHURN_LEASES ?? "4",
           },
           // Tripwire: a provider call that escapes the in-isolate fakes must never reach a network.
           outboundService: async (request: Request) =>

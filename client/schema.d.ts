@@ -466,6 +466,7 @@ export interface components {
       at: string;
       kind: string;
       detail: string | null;
+      reason: components["schemas"]["StopReason"];
     };
     Schedule: {
       /** @example sch_01jb3k7q2m9x4v8n6c5t0w */

@@ -3,5 +3,7 @@ declare namespace Cloudflare {
     TEST_MIGRATIONS: D1Migration[];
     /** requests the bad-input fuzzer sends */
     FUZZ_RUNS: string;
+    /** leases the keeper churn runs */
+    CHURN_LEASES: string;
   }
 }

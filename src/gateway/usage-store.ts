@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
-import { type MeterState, median } from "./usage";
+import type { MeterState } from "../keeper/meter";
+import { median } from "./usage";
 
 /** A lease's usage as the API shows it (`usage` on the lease; null before the first request). */
 export const LeaseUsageSchema = z

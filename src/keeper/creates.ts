@@ -88,7 +88,9 @@ export function decideStray(
     now,
   );
   // Billed until the first read that says gone (the machine was gone by then at the latest).
-  if (cost > create.cost && (!gone || create.gone_reads === 0)) patch.cost = cost;
+  // Without a read this step, a stray already read gone once stays billed to that read.
+  const billing = read ? !gone || create.gone_reads === 0 : create.gone_reads === 0;
+  if (cost > create.cost && billing) patch.cost = cost;
   if (verified) {
     patch.gone_at = iso(now);
     events.push({ kind: "machine_gone", detail: `${what} (not the lease's machine) is verified gone` });

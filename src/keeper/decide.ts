@@ -147,11 +147,19 @@ export function startDeadline(
 
 /** The first cap moment of an active lease (time, cost, or the start timeout). */
 export function nextCapAt(lease: LeaseRow, loop: LoopState, s: KeeperSettings): number | null {
-  const moments = [costCapAt(lease, loop.trafficCost, s.eurUsd)];
+  const moments = [costCapAt(lease, chargedBesidesTime(lease, loop), s.eurUsd)];
   if (lease.status === "running") moments.push(timeCapAt(lease));
   if (lease.status === "provisioning") moments.push(startDeadline(lease, s));
   const known = moments.filter((m): m is number => m !== null);
   return known.length ? Math.min(...known) : null;
+}
+
+/**
+ * What the lease is charged besides its own machine's time, in its currency: traffic, and its
+ * other machines (strays), so `max_cost` counts everything the lease costs.
+ */
+export function chargedBesidesTime(lease: Pick<LeaseRow, "strays_cost">, loop: Pick<LoopState, "trafficCost">): number {
+  return loop.trafficCost + (lease.strays_cost ?? 0);
 }
 
 /** A cap (or the start timeout) reached at `now`, before asking the provider anything. */
@@ -169,7 +177,7 @@ export function capReached(lease: LeaseRow, loop: LoopState, now: number, s: Kee
       detail: "start timeout reached",
     };
   }
-  const costCap = costCapAt(lease, loop.trafficCost, s.eurUsd);
+  const costCap = costCapAt(lease, chargedBesidesTime(lease, loop), s.eurUsd);
   if (costCap !== null && now >= costCap) {
     return { reason: "max_cost", error: null, detail: `max_cost (${lease.max_cost} USD) reached` };
   }
@@ -180,7 +188,7 @@ export function capReached(lease: LeaseRow, loop: LoopState, now: number, s: Kee
 export function decideCap(lease: LeaseRow, loop: LoopState, cause: StopCause, now: number): Decision {
   return {
     patch: stoppingPatch(lease, loop, cause, now),
-    events: [{ kind: "stop_requested", detail: `${cause.reason ?? "error"}: ${cause.detail}` }],
+    events: [{ kind: "stop_requested", detail: `${cause.reason ?? "error"}: ${cause.detail}`, reason: cause.reason }],
     loop,
     nextAlarmAt: now,
     teardownNow: true,
@@ -401,13 +409,13 @@ function decideFromPoll(lease: LeaseRow, loop: LoopState, poll: PollResult, now:
   if (cause) {
     return {
       patch: { ...patch, ...stoppingPatch(updated, nextLoop, cause, now) },
-      events: [...events, { kind: "stop_requested", detail: `${cause.reason}: ${cause.detail}` }],
+      events: [...events, { kind: "stop_requested", detail: `${cause.reason}: ${cause.detail}`, reason: cause.reason }],
       loop: nextLoop,
       nextAlarmAt: now,
       teardownNow: true,
     };
   }
-  if (lease.max_cost !== null && toUsd(cost, lease.currency, s.eurUsd) >= lease.max_cost) {
+  if (lease.max_cost !== null && toUsd(cost + (lease.strays_cost ?? 0), lease.currency, s.eurUsd) >= lease.max_cost) {
     const costCause: StopCause = {
       reason: "max_cost",
       error: null,
@@ -415,7 +423,7 @@ function decideFromPoll(lease: LeaseRow, loop: LoopState, poll: PollResult, now:
     };
     return {
       patch: { ...patch, ...stoppingPatch(updated, nextLoop, costCause, now), cost },
-      events: [...events, { kind: "stop_requested", detail: `max_cost: ${costCause.detail}` }],
+      events: [...events, { kind: "stop_requested", detail: `max_cost: ${costCause.detail}`, reason: "max_cost" }],
       loop: nextLoop,
       nextAlarmAt: now,
       teardownNow: true,
@@ -556,7 +564,20 @@ export function decideTeardown(
         detail: `the machine is gone; ${open} other create(s) or machine(s) of this lease are still open`,
       });
     nextLoop.lastSeen = summary;
-    return { patch, events, loop: nextLoop, nextAlarmAt: now + s.verifyIntervalMs, teardownNow: false };
+    // Flagged like a machine that never reads gone: whatever keeps the lease open is not verified.
+    const since = lease.stop_requested_at ? ms(lease.stop_requested_at) : now;
+    flagUnverified(
+      lease,
+      nextLoop,
+      patch,
+      events,
+      now - since,
+      s,
+      `${open} create(s) or machine(s) are not confirmed gone`,
+      "still trying",
+    );
+    const pace = nextLoop.unverifiedFlagged ? s.slowVerifyMs : s.verifyIntervalMs;
+    return { patch, events, loop: nextLoop, nextAlarmAt: now + pace, teardownNow: false };
   }
   if (result.status && !result.status.ok) {
     const summary = `verify_failed:${result.status.error}`;

@@ -1,22 +1,20 @@
 import { DurableObject } from "cloudflare:workers";
 import { loadSettings } from "../config";
-import { addSample, emptyMeter, FLUSH_EVERY_MS, type MeterState, median, type UsageSample } from "../gateway/usage";
+import { median, type UsageSample } from "../gateway/usage";
 import { flushStatement } from "../gateway/usage-store";
 import {
   type CreateRecord,
-  CreateRecordSchema,
-  claimMachine,
   type FoundMachine,
   listCreates,
   noteUnresolved,
   openCreates,
   resolveNone,
-  strayUpdateStatement,
+  type StrayPatch,
 } from "../leases/creates";
-import { appendEvents, getLease, type LeaseRow, LeaseRowSchema, type NewEvent, updateLeaseIf } from "../leases/ledger";
+import { eventStatements, getLease, type LeasePatch, type LeaseRow, type NewEvent } from "../leases/ledger";
 import { claimFound, lookupMachines } from "../leases/lookup";
 import { type RentEnd, rentalConcluded, settleRental } from "../leases/rental";
-import type { LeaseStatus, StopReason } from "../leases/schema";
+import type { StopReason } from "../leases/schema";
 import { scrubError } from "../lib/scrub";
 import { iso, ms } from "../lib/time";
 import { offerHost } from "../offers/bandwidth";
@@ -25,17 +23,11 @@ import type { OllamaProbe, Provider, ProviderName } from "../providers/types";
 import { createServices, hidingValues, type Services } from "../services";
 import { announces } from "../webhooks/outbox";
 import type { ClaimResult, SettleReport, StopResult } from "./client";
-import {
-  decideStray,
-  lookupsDue,
-  nextCreateWorkAt,
-  openStrays,
-  type StrayResult,
-  straysCostIn,
-  strayTerminateDue,
-} from "./creates";
+import { claimInOneBatch, commitStep, isEmptyWrite, observe, reopenInOneBatch, type StepWrite } from "./commit";
+import { decideStray, lookupsDue, nextCreateWorkAt, openStrays, type StrayResult, straysCostIn } from "./creates";
 import {
   capReached,
+  currentCost,
   type Decision,
   decideAfterPoll,
   decideCap,
@@ -52,14 +44,21 @@ import {
   stoppingPatch,
   type TeardownResult,
 } from "./decide";
+import { addSample, emptyMeter, FLUSH_EVERY_MS, type MeterState, newlyDropped } from "./meter";
+import {
+  LOOKUP_CALLS_PER_ALARM,
+  nextStrayWorkAt,
+  OWN_CALLS_PER_ALARM,
+  planStrayCalls,
+  STRAY_CALLS_PER_ALARM,
+  strayFlag,
+} from "./plan";
 
-/** Provider calls one alarm invocation may make for the lease's machine (keep each invocation small). */
-const CALLS_PER_ALARM = 3;
-/** ... and for its other creates: lookups of unresolved ones, teardown of other machines. */
-const CREATE_CALLS_PER_ALARM = 2;
 /** Re-arm after an unexpected failure that outlived the platform's own retries. */
 const SELF_RETRY_MS = 60_000;
 const PROVIDER_MISSING_RETRY_MS = 60_000;
+/** A step whose guard failed (a claim or stop landed meanwhile) starts over this soon. */
+const START_OVER_MS = 1_000;
 
 const KEY_LEASE_ID = "leaseId";
 const KEY_LOOP = "loop";
@@ -67,11 +66,21 @@ const KEY_METER = "meter";
 /** set while the alarm is a usage flush's wake: the time the step's own alarm was for */
 const KEY_STEP_AT = "stepAt";
 
+/** What the own machine's part of a step decided, before it is written with the rest. */
+interface OwnDecision {
+  patch: LeasePatch;
+  events: NewEvent[];
+  loop: LoopState;
+  /** null: the lease is done */
+  nextAlarmAt: number | null;
+}
+
 /**
  * One per lease: the only writer of its row after insert. It settles the rental from the
  * lease's create records, drives the machine's life, resolves every create, and tears down
- * every machine any create made, verified. Its alarm runs one step per invocation (a few
- * provider calls) and re-arms itself; the loop's state lives in this object's storage.
+ * every machine any create made, verified. Its alarm runs one step per invocation: observe (one
+ * read), make a few provider calls, decide (pure), commit (one guarded D1 batch), set the alarm
+ * once (docs/architecture.md, "One step").
  */
 export class LeaseKeeper extends DurableObject<Env> {
   /** Takes charge of a lease: loads its row and drives it by its status. */
@@ -115,18 +124,38 @@ export class LeaseKeeper extends DurableObject<Env> {
 
   /**
    * The rent path is done sending creates: settle the lease from their records (its machine, or
-   * why none). The row afterwards. A keeper never reached here settles at its next alarm.
+   * why none), in one guarded write. The row afterwards. A keeper never reached here settles at
+   * its next alarm.
    */
   async settle(leaseId: string, report: SettleReport): Promise<LeaseRow | null> {
     await this.ctx.storage.put(KEY_LEASE_ID, leaseId);
     const services = this.services();
-    const lease = await getLease(services.db, leaseId);
-    if (!lease) return null;
     const now = services.clock();
-    const creates = await listCreates(services.db, leaseId);
-    const settlement = settleRental(lease, creates, { kind: "answered", error: report.error }, now, settings(services));
-    const row = await this.write(services, lease, settlement.patch, [...report.events, ...settlement.events], now);
-    const settled = row ?? (await getLease(services.db, leaseId));
+    let settled: LeaseRow | null = null;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const observed = await observe(services.db, leaseId);
+      if (!observed) return null;
+      const { lease, creates } = observed;
+      const settlement = settleRental(
+        lease,
+        creates,
+        { kind: "answered", error: report.error },
+        now,
+        settings(services),
+      );
+      const write: StepWrite = {
+        read: lease,
+        patch: settlement.patch,
+        events: [...report.events, ...settlement.events],
+        at: now,
+      };
+      settled = isEmptyWrite(write) ? lease : await commitStep(services.db, write);
+      if (settled) {
+        if (announces(write.events)) this.ctx.waitUntil(services.outbox.wake());
+        break;
+      }
+    }
+    settled ??= await getLease(services.db, leaseId);
     if (settled && settled.status !== "stopped") {
       const soon = settled.status === "stopping" || settled.provider_ref === null;
       await this.armAt(soon ? now + 1000 : now + services.config.pollIntervalS * 1000);
@@ -137,65 +166,46 @@ export class LeaseKeeper extends DurableObject<Env> {
   /**
    * A machine carrying this lease's label that is not its current one (the reaper found it):
    * recorded once on the lease's creates and torn down; a stopped lease goes back to stopping.
+   * The record and the reopen are one batch: together or not at all.
    */
   async claim(leaseId: string, machine: FoundMachine): Promise<ClaimResult> {
     await this.ctx.storage.put(KEY_LEASE_ID, leaseId);
     const services = this.services();
     const now = services.clock();
-    const outcome = await claimMachine(services.db, leaseId, machine, iso(now), null);
+    const outcome = await claimInOneBatch(services.db, leaseId, machine, now);
     if (outcome.kind === "other_lease")
-      return { claimed: false, reopened: false, detail: `held by lease ${outcome.leaseId}` };
-    const events: NewEvent[] = [];
-    if (outcome.kind === "known" && outcome.create.gone_at !== null) {
-      // Verified gone once, listed alive again: tear it down again.
-      const again = strayUpdateStatement(services.db, leaseId, outcome.create.seq, { gone_at: null, gone_reads: 0 });
-      if (again) await again.run();
-      events.push({ kind: "machine_found", detail: `${machine.provider} ${machine.ref} is listed alive again` });
-    } else if (outcome.kind === "claimed") {
-      events.push({ kind: "machine_found", detail: `${machine.provider} ${machine.ref}: ${machine.detail}` });
-    }
-    const reopened = await this.reopenIfStopped(services, leaseId, now);
-    await appendEvents(services.db, leaseId, iso(now), events);
+      return { claimed: false, reopened: false, detail: `held by lease ${outcome.holder}` };
     await this.armAt(now + 1000);
-    return { claimed: outcome.kind === "claimed", reopened, detail: outcome.kind };
+    return {
+      claimed: outcome.kind === "claimed",
+      reopened: outcome.reopened,
+      detail: outcome.kind === "claimed" ? "claimed" : "known",
+    };
   }
 
-  /** The stopped lease's own machine is still listed: its teardown starts afresh. */
+  /** The stopped lease's own machine is still listed: its teardown starts afresh (one batch). */
   async reopen(leaseId: string, provider: ProviderName, ref: string): Promise<{ reopened: boolean }> {
     await this.ctx.storage.put(KEY_LEASE_ID, leaseId);
     const services = this.services();
     const now = services.clock();
-    const lease = await getLease(services.db, leaseId);
-    if (lease?.status !== "stopped") return { reopened: false };
-    const row = await updateLeaseIf(services.db, leaseId, ["stopped"], {
-      status: "stopping",
-      provider,
-      provider_ref: ref,
-      stop_reason: lease.stop_reason ?? "reaper",
-      stop_requested_at: iso(now),
-      stopped_at: null,
-      teardown_verified_at: null,
-    });
-    if (row) {
-      // Its machine is not gone after all: torn down (and billed) again.
-      await services.db
-        .prepare("UPDATE lease_creates SET gone_at = NULL WHERE lease_id = ? AND provider = ? AND provider_ref = ?")
-        .bind(leaseId, provider, ref)
-        .run();
-      await this.armAt(now);
-    }
-    return { reopened: row !== null };
+    const reopened = await reopenInOneBatch(services.db, leaseId, provider, ref, now);
+    if (reopened) await this.armAt(now);
+    return { reopened };
   }
 
   /**
-   * One request through the LLM gateway: counted in this object's storage, written to D1 at most
-   * every FLUSH_EVERY_MS (and at the next step), never once per request.
+   * One request through the LLM gateway: checked (an implausible sample is dropped and counted),
+   * counted in this object's storage, written to D1 at most every FLUSH_EVERY_MS (and at the next
+   * alarm), never once per request.
    */
   async recordUsage(leaseId: string, sample: UsageSample): Promise<void> {
     await this.ctx.storage.put(KEY_LEASE_ID, leaseId);
     const services = this.services();
     const now = services.clock();
-    const meter = addSample(await this.meter(), sample);
+    const before = await this.meter();
+    const meter = addSample(before, sample);
+    if (meter.dropped > before.dropped)
+      services.log.warn("usage_sample_dropped", { lease_id: leaseId, dropped: meter.dropped });
     const due = now - meter.flushedAt >= FLUSH_EVERY_MS;
     // The snapshot is stored before the D1 write: a request counted meanwhile is not lost.
     await this.ctx.storage.put(KEY_METER, due ? { ...meter, flushedAt: now, dirty: false } : meter);
@@ -209,12 +219,18 @@ export class LeaseKeeper extends DurableObject<Env> {
    */
   async setInferenceKey(leaseId: string, hash: string): Promise<{ ok: boolean }> {
     const services = this.services();
-    const row = await updateLeaseIf(services.db, leaseId, ["provisioning", "running"], {
-      inference_key_hash: hash,
-      inference_key_sealed: null,
-    });
-    if (row) await appendEvents(services.db, leaseId, iso(services.clock()), [{ kind: "inference_key_rotated" }]);
-    return { ok: row !== null };
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const lease = await getLease(services.db, leaseId);
+      if (!lease || (lease.status !== "provisioning" && lease.status !== "running")) return { ok: false };
+      const row = await commitStep(services.db, {
+        read: lease,
+        patch: { inference_key_hash: hash, inference_key_sealed: null },
+        events: [{ kind: "inference_key_rotated" }],
+        at: services.clock(),
+      });
+      if (row) return { ok: true };
+    }
+    return { ok: false };
   }
 
   override async alarm(alarmInfo?: AlarmInvocationInfo): Promise<void> {
@@ -222,11 +238,13 @@ export class LeaseKeeper extends DurableObject<Env> {
     if (!leaseId) return;
     const services = this.services();
     const stepAt = await this.ctx.storage.get<number>(KEY_STEP_AT);
+    // The gateway's counts first, on their own: a flush that fails is logged and tried again, and
+    // never stops the step (the teardown reads nothing from the meter).
+    await this.flushMeter(services, leaseId);
     if (stepAt !== undefined) {
-      // A wake for the gateway's counts only: write them, then sleep on to the step's own time.
+      // A wake for the gateway's counts only: sleep on to the step's own time.
       await this.ctx.storage.delete(KEY_STEP_AT);
       if (stepAt > services.clock() + 1000) {
-        await this.flushMeter(services, leaseId);
         await this.ctx.storage.setAlarm(stepAt);
         return;
       }
@@ -234,8 +252,8 @@ export class LeaseKeeper extends DurableObject<Env> {
     try {
       await this.step(services, leaseId);
     } catch (error) {
-      // Expected provider failures never get here; this is D1 or a bug. Let the platform retry
-      // a few times, then keep the loop alive ourselves rather than let the alarm be dropped.
+      // Expected provider failures never get here; this is D1 or a bug. Nothing of the step was
+      // written (one batch). Let the platform retry a few times, then keep the loop alive ourselves.
       const message = this.safeMessage(services, error);
       services.log.error("keeper_alarm_failed", { lease_id: leaseId, error: message });
       if ((alarmInfo?.retryCount ?? 0) >= 5) {
@@ -250,151 +268,267 @@ export class LeaseKeeper extends DurableObject<Env> {
     const leaseId = await this.leaseId();
     if (!leaseId) throw new Error("keeper has no lease");
     const services = this.services();
-    const lease = await getLease(services.db, leaseId);
-    if (!lease) throw new Error(`no lease ${leaseId}`);
-    if (lease.status === "stopping" || lease.status === "stopped") return { ok: true, already: true };
-    const now = services.clock();
-    const loop = await this.loop();
-    const patch = stoppingPatch(lease, loop, { reason, error: null, detail: detail ?? reason }, now);
-    if (exitCode !== null) patch.exit_code = exitCode;
-    const row = await updateLeaseIf(services.db, leaseId, ["provisioning", "running"], patch);
-    if (!row) return { ok: true, already: true };
-    await appendEvents(services.db, leaseId, iso(now), [
-      { kind: "stop_requested", detail: detail ? `${reason}: ${detail}` : reason },
-    ]);
-    await this.armAt(now);
-    return { ok: true, already: false };
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const lease = await getLease(services.db, leaseId);
+      if (!lease) throw new Error(`no lease ${leaseId}`);
+      if (lease.status === "stopping" || lease.status === "stopped") return { ok: true, already: true };
+      const now = services.clock();
+      const loop = await this.loop();
+      const patch = stoppingPatch(lease, loop, { reason, error: null, detail: detail ?? reason }, now);
+      if (exitCode !== null) patch.exit_code = exitCode;
+      const events: NewEvent[] = [{ kind: "stop_requested", detail: detail ? `${reason}: ${detail}` : reason, reason }];
+      const row = await commitStep(services.db, { read: lease, patch, events, at: now });
+      if (row) {
+        if (announces(events)) this.ctx.waitUntil(services.outbox.wake());
+        await this.armAt(now);
+        return { ok: true, already: false };
+      }
+    }
+    return { ok: true, already: true };
   }
 
   /**
-   * One step of the loop: the lease's other creates first (lookups, other machines' teardown),
-   * then its own machine: a poll or a cap for an active lease, a teardown step for a stopping one.
+   * One step: observe (the lease and its creates, one read), look up due creates, make this
+   * alarm's provider calls (the lease's machine first, then its strays by due time), decide
+   * (pure), and commit everything in one guarded batch; then set the alarm once, to the earliest
+   * wake. A guard that fails means a claim or stop landed meanwhile: the step starts over.
    */
   private async step(unscoped: Services, leaseId: string): Promise<void> {
-    await this.flushMeter(unscoped, leaseId);
-    const loaded = await leaseWithCreates(unscoped.db, leaseId);
-    if (!loaded || loaded.lease.status === "stopped") return;
+    const observed = await observe(unscoped.db, leaseId);
+    if (!observed || observed.lease.status === "stopped") return;
     // What a provider says about this lease's machine may quote its env back: scrubbed too.
-    const services = hidingValues(unscoped, Object.values(loaded.lease.spec.env));
+    const services = hidingValues(unscoped, Object.values(observed.lease.spec.env));
     const s = keeperSettings(services.config);
     const now = services.clock();
-    const worked = await this.workCreates(services, s, loaded.lease, loaded.creates, now);
-    const { creates } = worked;
-    const lease = worked.lease;
+    const lease = observed.lease;
+    const looked = await this.lookups(services, s, lease, observed.creates, now);
+    const creates = looked.creates;
     const loop = loopFor(lease, await this.loop());
-    const provider = lease.provider ? services.providers.get(lease.provider) : null;
-    const createWorkAt = nextCreateWorkAt(lease, creates, now, s);
+    const providerOf = (name: ProviderName | null) => (name ? services.providers.get(name) : null) ?? null;
 
-    if (!lease.provider_ref) {
-      await this.withoutMachine(services, s, lease, loop, creates, now, createWorkAt);
+    // The lease's own machine: its calls come first.
+    const own = await this.ownCalls(services, s, lease, loop, creates, now, providerOf(lease.provider));
+
+    // Its strays: by due time, within what is left of the budget.
+    const strays = openStrays(lease, creates);
+    const hasProvider = (c: CreateRecord) => providerOf(c.provider) !== null;
+    const plan = planStrayCalls(strays, now, s, STRAY_CALLS_PER_ALARM, hasProvider);
+    const results = new Map<number, StrayResult>();
+    for (const call of plan) results.set(call.stray.seq, await this.strayCalls(services, call));
+
+    // Decide: strays first (their records tell the lease's decision what is still open).
+    const events: NewEvent[] = [...looked.events];
+    const createPatches: { seq: number; patch: StrayPatch }[] = [];
+    const after = new Map(creates.map((c) => [c.seq, c]));
+    let flagLease = false;
+    for (const stray of strays) {
+      const result = results.get(stray.seq) ?? {};
+      const { patch, events: strayEvents } = decideStray(stray, result, now);
+      // Its next read is due from this one (strays are worked by due time).
+      if (result.status) patch.checked_at = iso(now);
+      const flag = strayFlag(lease, stray, now, s, !hasProvider(stray));
+      if (flag && patch.gone_at === undefined) {
+        patch.unverified_at = iso(now);
+        strayEvents.push(flag);
+        flagLease = true;
+      }
+      if (Object.keys(patch).length > 0) createPatches.push({ seq: stray.seq, patch });
+      after.set(stray.seq, { ...stray, ...patch } as CreateRecord);
+      events.push(...strayEvents);
+    }
+    const nowCreates = [...after.values()];
+    const straysCost = straysCostIn(
+      lease,
+      nowCreates,
+      (c) => c.offer.currency ?? currencyOf(services, c.provider),
+      s.eurUsd,
+    );
+    const decided = { ...lease, strays_cost: straysCost };
+    const ownDecision = own.decide(decided, nowCreates);
+    const patch: LeasePatch = { ...ownDecision.patch };
+    if (straysCost !== lease.strays_cost) patch.strays_cost = straysCost;
+    const nextLoop = { ...ownDecision.loop };
+    if (flagLease && lease.status === "stopping" && !nextLoop.unverifiedFlagged && patch.status !== "stopped") {
+      // A stray not verified gone flags its lease as its own machine would.
+      nextLoop.unverifiedFlagged = true;
+      nextLoop.errorBeforeFlag = lease.error;
+      patch.error = "teardown_unverified";
+    }
+    events.push(...ownDecision.events);
+
+    // Commit: one batch, guarded by what was read.
+    const write: StepWrite = {
+      read: lease,
+      patch,
+      events,
+      creates: createPatches,
+      currentGone:
+        own.currentGone && lease.provider && lease.provider_ref
+          ? { provider: lease.provider, ref: lease.provider_ref }
+          : null,
+      at: now,
+    };
+    const row = isEmptyWrite(write) ? lease : await commitStep(services.db, write);
+    if (!row) {
+      services.log.info("keeper_step_outdated", { lease_id: lease.id, outcome: "starting over" });
+      await this.armAt(now + START_OVER_MS);
       return;
+    }
+    await this.ctx.storage.put(KEY_LOOP, nextLoop);
+    // Delivery runs in the sender's own alarm: this keeper never waits for a receiver.
+    if (announces(events)) this.ctx.waitUntil(services.outbox.wake());
+    if (row.status === "stopped") return;
+    const lookupsAt = nextCreateWorkAt(
+      lease,
+      nowCreates.filter((c) => c.resolution === "unresolved"),
+      now,
+      s,
+    );
+    const straysAt = nextStrayWorkAt(openStrays(row, nowCreates), now, s, hasProvider);
+    const wakes = [ownDecision.nextAlarmAt, lookupsAt, straysAt].filter((t): t is number => t !== null);
+    await this.armAt(wakes.length ? Math.max(Math.min(...wakes), now + 1000) : now + s.verifyIntervalMs);
+  }
+
+  /**
+   * The own machine's provider calls for this step, made now; `decide` turns them into the
+   * lease's part of the step once the strays' records are decided (what is still open).
+   */
+  private async ownCalls(
+    services: Services,
+    s: KeeperSettings,
+    lease: LeaseRow,
+    loop: LoopState,
+    creates: readonly CreateRecord[],
+    now: number,
+    provider: Provider | null,
+  ): Promise<{ decide: (lease: LeaseRow, creates: readonly CreateRecord[]) => OwnDecision; currentGone: boolean }> {
+    if (!lease.provider_ref) {
+      return { decide: (l, c) => this.withoutMachine(s, l, loop, c, now, services), currentGone: false };
     }
     if (lease.status === "stopping") {
-      await this.teardown(services, s, lease, loop, provider, CALLS_PER_ALARM, creates, createWorkAt);
-      return;
+      if (currentVerifiedGone(lease, creates)) {
+        // Reopened for another of its machines: its own was verified gone before, billed until then.
+        return {
+          decide: (l, c) =>
+            decideTeardown(
+              l,
+              { ...loop, goneReads: 2, machineGoneAt: loop.machineGoneAt ?? now },
+              GONE,
+              now,
+              s,
+              openCount(l, c),
+            ),
+          currentGone: false,
+        };
+      }
+      if (!provider) return { decide: (l) => keyless(l, loop, now, s), currentGone: false };
+      const result = await this.teardownCalls(services, s, lease, loop, provider, OWN_CALLS_PER_ALARM, now);
+      const verified = (l: LeaseRow, c: readonly CreateRecord[]) =>
+        decideTeardown(l, loop, result, now, s, openCount(l, c));
+      const probe = decideTeardown(lease, loop, result, now, s, 0);
+      return { decide: verified, currentGone: probe.loop.machineGoneAt === now };
     }
-    if (!provider) {
-      await this.noteProviderMissing(services, lease, loop, now);
-      await this.armAt(now + PROVIDER_MISSING_RETRY_MS);
-      return;
-    }
+    if (!provider) return { decide: (l) => providerMissing(l, loop, now), currentGone: false };
 
-    let decision: Decision;
+    let first: Decision;
     let calls = 0;
     const cause = capReached(lease, loop, now, s);
-    if (cause) {
-      decision = decideCap(lease, loop, cause, now);
-    } else {
+    if (cause) first = decideCap(lease, loop, cause, now);
+    else {
       const poll = await this.poll(services, provider, lease);
       calls = poll.calls;
-      decision = decideAfterPoll(lease, loop, poll.result, now, s);
+      first = decideAfterPoll(lease, loop, poll.result, now, s);
     }
-    const updated = await this.apply(services, lease, decision, now);
-    if (!updated) {
-      // The status moved under us (a stop arrived during the poll): look again at once.
-      await this.armAt(now + 1000);
-      return;
-    }
-    if (decision.teardownNow) {
-      await this.teardown(
-        services,
-        s,
-        updated,
-        decision.loop,
-        provider,
-        CALLS_PER_ALARM - calls,
-        creates,
-        createWorkAt,
-      );
-      return;
-    }
-    if (decision.nextAlarmAt !== null) await this.armAt(earliest(decision.nextAlarmAt, createWorkAt));
+    if (!first.teardownNow) return { decide: () => first, currentGone: false };
+    // Gone to stopping in this step: its teardown starts in the same step (and the same write).
+    const stopping = { ...lease, ...(first.patch as Partial<LeaseRow>) } as LeaseRow;
+    const teardownLoop = loopFor(stopping, first.loop);
+    const result = await this.teardownCalls(
+      services,
+      s,
+      stopping,
+      teardownLoop,
+      provider,
+      OWN_CALLS_PER_ALARM + 1 - calls,
+      now,
+    );
+    const probe = decideTeardown(stopping, teardownLoop, result, now, s, 0);
+    return {
+      decide: (l, c) => {
+        const second = decideTeardown(
+          { ...l, ...(first.patch as Partial<LeaseRow>) } as LeaseRow,
+          teardownLoop,
+          result,
+          now,
+          s,
+          openCount(l, c),
+        );
+        return {
+          patch: { ...first.patch, ...second.patch },
+          events: [...first.events, ...second.events],
+          loop: second.loop,
+          nextAlarmAt: second.nextAlarmAt,
+        };
+      },
+      currentGone: probe.loop.machineGoneAt === now,
+    };
   }
 
   /**
    * A lease with no machine recorded: settle it from its create records (a request that never
    * settled within the rent window died); stopping, it ends once every create is resolved.
    */
-  private async withoutMachine(
-    services: Services,
+  private withoutMachine(
     s: KeeperSettings,
     lease: LeaseRow,
     loop: LoopState,
-    creates: CreateRecord[],
+    creates: readonly CreateRecord[],
     now: number,
-    createWorkAt: number | null,
-  ): Promise<void> {
+    services: Services,
+  ): OwnDecision {
     const end: RentEnd =
       lease.status === "provisioning" && now - ms(lease.created_at) >= s.rentWindowMs
         ? { kind: "timed_out" }
         : lease.status === "stopping"
           ? { kind: "answered", error: lease.error }
           : { kind: "renting" };
-    const settlement = settleRental(lease, creates, end, now, settings(services));
+    const settlement = settleRental(lease, [...creates], end, now, settings(services));
     if (Object.keys(settlement.patch).length > 0 || settlement.events.length > 0) {
-      const row = await this.write(services, lease, settlement.patch, settlement.events, now);
-      if (!row) return this.armAt(now + 1000);
-      if (settlement.teardownNow && row.provider_ref) {
-        const provider = row.provider ? services.providers.get(row.provider) : null;
-        await this.teardown(services, s, row, loopFor(row, loop), provider, CALLS_PER_ALARM, creates, createWorkAt);
-        return;
-      }
-      if (row.status === "stopped") return;
-      lease = row;
+      // A machine recorded, or the rental ended: the next step goes on from the written row.
+      return { patch: settlement.patch, events: settlement.events, loop, nextAlarmAt: now + 1000 };
     }
     if (lease.status === "stopping") {
-      if (rentalConcluded(lease, creates, now, s.rentWindowMs)) {
+      if (rentalConcluded(lease, [...creates], now, s.rentWindowMs)) {
         const done = stoppedDecision(loop, {}, [{ kind: "stopped", detail: concludedDetail(creates) }], now);
-        await this.apply(services, lease, done, now);
-        return;
+        return { ...done, nextAlarmAt: null };
       }
       // Whether a machine exists is not known yet: flag it once the window passes, keep looking.
-      // Nothing can be learnt before the next create's lookup is due (or the rent window ends).
       const decision = unresolvedDecision(lease, loop, now, s);
-      await this.apply(services, lease, decision, now);
       const windowEnd = ms(lease.created_at) + s.rentWindowMs;
-      const wake = createWorkAt ?? (now < windowEnd ? windowEnd : (decision.nextAlarmAt ?? now + s.verifyIntervalMs));
-      await this.armAt(Math.max(wake, now + 1000));
-      return;
+      return { ...decision, nextAlarmAt: now < windowEnd ? windowEnd : decision.nextAlarmAt };
     }
     // Provisioning and the request is still renting: look again when its window may end.
-    await this.armAt(earliest(Math.min(now + s.pollIntervalMs, ms(lease.created_at) + s.rentWindowMs), createWorkAt));
+    return {
+      patch: {},
+      events: [],
+      loop,
+      nextAlarmAt: Math.min(now + s.pollIntervalMs, ms(lease.created_at) + s.rentWindowMs),
+    };
   }
 
   /**
-   * The lease's creates other than its current machine: unresolved ones are looked up once their
-   * timeout has passed (a machine found is recorded; a clean lookup that finds none resolves them
-   * to "none"); machines that are not the lease's current one are torn down, verified, and billed.
-   * The create records afterwards.
+   * Lookups of the creates whose timeout has passed (a machine found is claimed in its own
+   * claim-once batch; a clean lookup that finds none resolves them to "none"), within this
+   * alarm's lookup budget. The create records afterwards, and the events for the step's write.
    */
-  private async workCreates(
+  private async lookups(
     services: Services,
     s: KeeperSettings,
     lease: LeaseRow,
     creates: CreateRecord[],
     now: number,
-  ): Promise<{ lease: LeaseRow; creates: CreateRecord[] }> {
-    let calls = CREATE_CALLS_PER_ALARM;
+  ): Promise<{ creates: CreateRecord[]; events: NewEvent[] }> {
+    let calls = LOOKUP_CALLS_PER_ALARM;
     let changed = false;
     const events: NewEvent[] = [];
     const labelled = (name: ProviderName) => services.providers.get(name)?.labelled ?? true;
@@ -411,49 +545,7 @@ export class LeaseKeeper extends DurableObject<Env> {
       calls -= 1;
       changed = (await this.resolveCreates(services, s, lease, creates, create, provider, now, events)) || changed;
     }
-    if (changed) creates = await listCreates(services.db, lease.id);
-
-    const statements: D1PreparedStatement[] = [];
-    for (const stray of openStrays(lease, creates)) {
-      if (calls === 0) break;
-      const provider = services.providers.get(stray.provider);
-      if (!provider) continue;
-      const ref = stray.provider_ref as string;
-      const result: StrayResult = {};
-      if (strayTerminateDue(stray, now, s)) {
-        calls -= 1;
-        result.terminate = await provider.terminate(ref).then(
-          () => ({ ok: true }) as const,
-          (error: unknown) => ({ ok: false, error: this.safeMessage(services, error) }) as const,
-        );
-      }
-      if (calls > 0) {
-        calls -= 1;
-        result.status = await provider.status(ref).then(
-          (status) => ({ ok: true, status }) as const,
-          (error: unknown) => ({ ok: false, error: this.safeMessage(services, error) }) as const,
-        );
-      }
-      const { patch, events: strayEvents } = decideStray(stray, result, now);
-      const statement = strayUpdateStatement(services.db, lease.id, stray.seq, patch);
-      if (statement) statements.push(statement);
-      events.push(...strayEvents);
-    }
-    if (statements.length > 0) {
-      await services.db.batch(statements);
-      creates = await listCreates(services.db, lease.id);
-      const cost = straysCostIn(lease, creates, (c) => c.offer.currency ?? currencyOf(services, c.provider), s.eurUsd);
-      if (cost !== lease.strays_cost)
-        lease =
-          (await updateLeaseIf(services.db, lease.id, [lease.status], { strays_cost: cost })) ??
-          (await getLease(services.db, lease.id)) ??
-          lease;
-    }
-    if (events.length > 0) {
-      await appendEvents(services.db, lease.id, iso(now), events);
-      if (announces(events)) this.ctx.waitUntil(services.outbox.wake());
-    }
-    return { lease, creates };
+    return { creates: changed ? await listCreates(services.db, lease.id) : creates, events };
   }
 
   /** One lookup for `create` (at a labelled provider: for all the lease's creates there). */
@@ -530,43 +622,16 @@ export class LeaseKeeper extends DurableObject<Env> {
     }
   }
 
-  /**
-   * Terminate, verify, re-terminate: `stopped` only when the provider says the machine is gone
-   * and nothing else of the lease (creates, other machines) is open.
-   */
-  private async teardown(
+  /** Stopping: terminate when due, then a verifying read, within `budget` calls. */
+  private async teardownCalls(
     services: Services,
     s: KeeperSettings,
     lease: LeaseRow,
     loop: LoopState,
-    provider: Provider | null,
+    provider: Provider,
     budget: number,
-    creates: readonly CreateRecord[],
-    createWorkAt: number | null,
-  ): Promise<void> {
-    const now = services.clock();
-    if (!provider) {
-      await this.noteProviderMissing(services, lease, loop, now);
-      await this.armAt(now + PROVIDER_MISSING_RETRY_MS);
-      return;
-    }
-    const { unresolved, strays } = openCreates(lease, creates);
-    const open = unresolved.length + strays.length;
-    if (currentVerifiedGone(lease, creates)) {
-      // Reopened for another of its machines: its own was verified gone before, billed until then.
-      const decision: Decision =
-        open === 0
-          ? stoppedDecision(
-              loop,
-              {},
-              [{ kind: "stopped", detail: "every machine of this lease is verified gone" }],
-              now,
-            )
-          : { patch: {}, events: [], loop, nextAlarmAt: now + s.verifyIntervalMs, teardownNow: false };
-      if ((await this.apply(services, lease, decision, now)) && decision.nextAlarmAt !== null)
-        await this.armAt(earliest(decision.nextAlarmAt, createWorkAt));
-      return;
-    }
+    now: number,
+  ): Promise<TeardownResult> {
     const plan = planTeardown(lease, loop, now, s);
     const result: TeardownResult = {};
     const ref = lease.provider_ref;
@@ -581,77 +646,35 @@ export class LeaseKeeper extends DurableObject<Env> {
       }
     }
     if (ref && left > 0) {
-      left -= 1;
       try {
         result.status = { ok: true, status: await provider.status(ref) };
       } catch (error) {
         result.status = { ok: false, error: this.safeMessage(services, error) };
       }
     }
-    const decision = decideTeardown(lease, loop, result, now, s, open);
-    const updated = await this.apply(services, lease, decision, now);
-    if (!updated) {
-      await this.armAt(now + 1000);
-      return;
-    }
-    if (decision.patch.status === "stopped") await this.markCurrentGone(services, updated, now);
-    if (decision.nextAlarmAt !== null)
-      await this.armAt(Math.max(earliest(decision.nextAlarmAt, createWorkAt), now + 1000));
+    return result;
   }
 
-  /** The lease's own machine is verified gone: its create record says so too. */
-  private async markCurrentGone(services: Services, lease: LeaseRow, now: number): Promise<void> {
-    await services.db
-      .prepare(
-        "UPDATE lease_creates SET gone_at = ? WHERE lease_id = ? AND provider = ? AND provider_ref = ? AND gone_at IS NULL",
-      )
-      .bind(iso(now), lease.id, lease.provider, lease.provider_ref)
-      .run();
-  }
-
-  /** Writes the decision: the row (only if its status is unchanged), its events, the loop state. */
-  private async apply(services: Services, lease: LeaseRow, decision: Decision, now: number): Promise<LeaseRow | null> {
-    await this.ctx.storage.put(KEY_LOOP, decision.loop);
-    return this.write(services, lease, decision.patch, decision.events, now);
-  }
-
-  private async write(
+  /** A stray's calls this step: a terminate when due, a verifying read when the budget allows. */
+  private async strayCalls(
     services: Services,
-    lease: LeaseRow,
-    patch: Decision["patch"],
-    events: NewEvent[],
-    now: number,
-  ): Promise<LeaseRow | null> {
-    const from: LeaseStatus[] = [lease.status];
-    // Nothing to write: the row as read (a stop that lands meanwhile arms its own alarm).
-    if (Object.keys(patch).length === 0 && events.length === 0) return lease;
-    const row = await updateLeaseIf(services.db, lease.id, from, patch);
-    if (!row) return null;
-    await appendEvents(services.db, lease.id, iso(now), events);
-    // Delivery runs in the sender's own alarm: this keeper never waits for a receiver.
-    if (announces(events)) this.ctx.waitUntil(services.outbox.wake());
-    return row;
-  }
-
-  private async reopenIfStopped(services: Services, leaseId: string, now: number): Promise<boolean> {
-    const row = await updateLeaseIf(services.db, leaseId, ["stopped"], {
-      status: "stopping",
-      stop_requested_at: iso(now),
-      stopped_at: null,
-      teardown_verified_at: null,
-    });
-    return row !== null;
-  }
-
-  private async noteProviderMissing(services: Services, lease: LeaseRow, loop: LoopState, now: number): Promise<void> {
-    const summary = "provider_not_configured";
-    if (loop.lastSeen === summary) return;
-    const event: NewEvent = {
-      kind: "provider_not_configured",
-      detail: `${lease.provider} is not configured; retrying`,
-    };
-    await appendEvents(services.db, lease.id, iso(now), [event]);
-    await this.ctx.storage.put(KEY_LOOP, { ...loop, lastSeen: summary });
+    call: { stray: CreateRecord; terminate: boolean; status: boolean },
+  ): Promise<StrayResult> {
+    const provider = services.providers.get(call.stray.provider);
+    const ref = call.stray.provider_ref as string;
+    const result: StrayResult = {};
+    if (!provider) return result;
+    if (call.terminate)
+      result.terminate = await provider.terminate(ref).then(
+        () => ({ ok: true }) as const,
+        (error: unknown) => ({ ok: false, error: this.safeMessage(services, error) }) as const,
+      );
+    if (call.status)
+      result.status = await provider.status(ref).then(
+        (status) => ({ ok: true, status }) as const,
+        (error: unknown) => ({ ok: false, error: this.safeMessage(services, error) }) as const,
+      );
+    return result;
   }
 
   private async meter(): Promise<MeterState> {
@@ -667,14 +690,42 @@ export class LeaseKeeper extends DurableObject<Env> {
     await this.writeMeter(services, leaseId, meter, now);
   }
 
+  /**
+   * The counts in one batch with a `usage_dropped` event for samples dropped since the last
+   * flush. A failure is logged and the meter stays dirty: the next request or alarm tries again;
+   * it never throws into a step or the gateway.
+   */
   private async writeMeter(services: Services, leaseId: string, meter: MeterState, now: number): Promise<void> {
+    const dropped = newlyDropped(meter);
+    const events: NewEvent[] =
+      dropped > 0
+        ? [
+            {
+              kind: "usage_dropped",
+              detail: `${dropped} implausible usage answer(s) from the machine dropped (${meter.dropped} in all)`,
+            },
+          ]
+        : [];
     try {
-      await flushStatement(services.db, leaseId, meter, iso(now)).run();
+      await services.db.batch([
+        flushStatement(services.db, leaseId, meter, iso(now)),
+        ...eventStatements(services.db, leaseId, iso(now), events),
+      ]);
+      if (dropped > 0) {
+        const stored = await this.meter();
+        await this.ctx.storage.put(KEY_METER, {
+          ...stored,
+          droppedReported: Math.max(stored.droppedReported, meter.dropped),
+        });
+      }
       await this.recordBandwidth(services, leaseId, meter, now);
     } catch (error) {
-      // Not written: the next request or step tries again.
       await this.ctx.storage.put(KEY_METER, { ...(await this.meter()), dirty: true });
-      throw error;
+      services.log.error("usage_flush_failed", {
+        lease_id: leaseId,
+        error: this.safeMessage(services, error),
+        outcome: "kept; written at the next flush",
+      });
     }
   }
 
@@ -754,21 +805,53 @@ function currentVerifiedGone(lease: LeaseRow, creates: readonly CreateRecord[]):
   );
 }
 
-/** The lease and its create records, in one round trip. */
-async function leaseWithCreates(
-  db: D1Database,
-  leaseId: string,
-): Promise<{ lease: LeaseRow; creates: CreateRecord[] } | null> {
-  const [leaseRows, createRows] = await db.batch([
-    db.prepare("SELECT * FROM leases WHERE id = ?").bind(leaseId),
-    db.prepare("SELECT * FROM lease_creates WHERE lease_id = ? ORDER BY seq").bind(leaseId),
-  ]);
-  const row = leaseRows?.results[0];
-  if (!row) return null;
-  return {
-    lease: LeaseRowSchema.parse(row),
-    creates: (createRows?.results ?? []).map((c) => CreateRecordSchema.parse(c)),
-  };
+/** A read that says gone: for a machine a record already says is verified gone. */
+const GONE: TeardownResult = {
+  status: {
+    ok: true,
+    status: { state: "gone", access: null, cost: null, traffic_cost: null, price_per_hour: null, error: null },
+  },
+};
+
+/** The lease's unresolved creates and other machines not verified gone. */
+function openCount(lease: LeaseRow, creates: readonly CreateRecord[]): number {
+  const { unresolved, strays } = openCreates(lease, creates);
+  return unresolved.length + strays.length;
+}
+
+/**
+ * Stopping, and the machine's provider has no key: nothing can end or read it. Flagged
+ * teardown_unverified at once, with an event; its cost runs on at its last known price.
+ */
+function keyless(lease: LeaseRow, loop: LoopState, now: number, s: KeeperSettings): OwnDecision {
+  const patch: LeasePatch = {};
+  const events: NewEvent[] = [];
+  const cost = currentCost(lease, loop, now);
+  if (cost !== lease.cost) patch.cost = cost;
+  const nextLoop = { ...loop };
+  if (!loop.unverifiedFlagged) {
+    nextLoop.unverifiedFlagged = true;
+    nextLoop.errorBeforeFlag = lease.error;
+    patch.error = "teardown_unverified";
+    events.push({
+      kind: "teardown_unverified",
+      detail: `${lease.provider} is not configured, so the machine can be neither terminated nor read; its cost runs on at its last known price`,
+    });
+  }
+  return { patch, events, loop: nextLoop, nextAlarmAt: now + Math.max(s.slowVerifyMs, PROVIDER_MISSING_RETRY_MS) };
+}
+
+/** Active, and the machine's provider has no key: said once; its cost runs on at its last known price. */
+function providerMissing(lease: LeaseRow, loop: LoopState, now: number): OwnDecision {
+  const summary = "provider_not_configured";
+  const patch: LeasePatch = {};
+  const cost = currentCost(lease, loop, now);
+  if (cost !== lease.cost) patch.cost = cost;
+  const events: NewEvent[] =
+    loop.lastSeen === summary
+      ? []
+      : [{ kind: "provider_not_configured", detail: `${lease.provider} is not configured; retrying` }];
+  return { patch, events, loop: { ...loop, lastSeen: summary }, nextAlarmAt: now + PROVIDER_MISSING_RETRY_MS };
 }
 
 function settings(services: Services) {
@@ -778,8 +861,6 @@ function settings(services: Services) {
 function currencyOf(services: Services, provider: ProviderName) {
   return services.providers.get(provider)?.currency ?? "USD";
 }
-
-const earliest = (at: number, other: number | null): number => (other === null ? at : Math.min(at, other));
 
 function concludedDetail(creates: readonly CreateRecord[]): string {
   if (creates.length === 0) return "no create was ever sent for this lease";

@@ -50,6 +50,10 @@ export const CreateRecordSchema = z.object({
   gone_reads: z.number().int(),
   gone_at: z.string().nullable(),
   cost: z.number(),
+  /** a stray's last status read: its next one is due from here */
+  checked_at: z.string().nullable().default(null),
+  /** when a stray was flagged teardown_unverified */
+  unverified_at: z.string().nullable().default(null),
 });
 export type CreateRecord = z.infer<typeof CreateRecordSchema>;
 
@@ -219,6 +223,28 @@ export async function claimMachine(
   at: string,
   seq: number | null,
 ): Promise<ClaimOutcome> {
+  const written = await db.batch(claimStatements(db, leaseId, machine, at, seq));
+  const holder = await db
+    .prepare("SELECT * FROM lease_creates WHERE provider = ? AND provider_ref = ?")
+    .bind(machine.provider, machine.ref)
+    .first();
+  const create = parse(holder);
+  if (create.lease_id !== leaseId) return { kind: "other_lease", leaseId: create.lease_id };
+  const claimed = written.some((result) => (result.meta.changes ?? 0) > 0);
+  return { kind: claimed ? "claimed" : "known", create };
+}
+
+/**
+ * The statements of claimMachine, each guarded by "no record has this machine yet": for a caller
+ * that writes the claim in one batch with what goes with it (the keeper's claim and reopen).
+ */
+export function claimStatements(
+  db: D1Database,
+  leaseId: string,
+  machine: FoundMachine,
+  at: string,
+  seq: number | null,
+): D1PreparedStatement[] {
   const unclaimed = "NOT EXISTS (SELECT 1 FROM lease_creates WHERE provider = ?2 AND provider_ref = ?3)";
   const set = `resolution = 'machine', provider_ref = ?3, price_per_hour = COALESCE(?4, json_extract(offer, '$.price_per_hour')),
     billed_from = ?5, detail = ?6, resolved_at = ?7`;
@@ -231,7 +257,7 @@ export async function claimMachine(
     machine.detail,
     at,
   ];
-  const written = await db.batch([
+  return [
     db
       .prepare(
         `UPDATE lease_creates SET ${set} WHERE lease_id = ?1 AND seq = ?8 AND resolution = 'unresolved' AND ${unclaimed}`,
@@ -252,15 +278,7 @@ export async function claimMachine(
          WHERE ${unclaimed}`,
       )
       .bind(...values, machine.currency),
-  ]);
-  const holder = await db
-    .prepare("SELECT * FROM lease_creates WHERE provider = ? AND provider_ref = ?")
-    .bind(machine.provider, machine.ref)
-    .first();
-  const create = parse(holder);
-  if (create.lease_id !== leaseId) return { kind: "other_lease", leaseId: create.lease_id };
-  const claimed = written.some((result) => (result.meta.changes ?? 0) > 0);
-  return { kind: claimed ? "claimed" : "known", create };
+  ];
 }
 
 /** The teardown state of a machine that is not its lease's current one. */
@@ -271,6 +289,8 @@ export interface StrayPatch {
   gone_at?: string | null;
   cost?: number;
   price_per_hour?: number;
+  checked_at?: string;
+  unverified_at?: string;
 }
 
 export function strayUpdateStatement(

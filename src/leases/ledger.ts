@@ -11,6 +11,7 @@ import {
   LeaseModelSchema,
   type LeaseStatus,
   LeaseStatusSchema,
+  type StopReason,
   StopReasonSchema,
 } from "./schema";
 
@@ -81,6 +82,8 @@ export const LeaseRowSchema = z.object({
   /** what the provider itself billed (src/billing), when it reports it per machine */
   billed: z.number().nullable().optional(),
   billing_checked_at: z.string().nullable().optional(),
+  /** bumped by every keeper commit, claim and reopen: a step's write applies only to the row it read */
+  revision: z.number().int().default(0),
 });
 export type LeaseRow = z.infer<typeof LeaseRowSchema>;
 
@@ -304,30 +307,15 @@ export type LeasePatch = Partial<{
 
 const jsonColumns = new Set(["spec", "access"]);
 
-/**
- * Applies `patch` only while the lease is in one of `from` (D1 has no BEGIN: the condition in
- * the UPDATE is the lock). Returns the new row, or null when the status had moved on.
- */
-export async function updateLeaseIf(
-  db: D1Database,
-  leaseId: string,
-  from: readonly LeaseStatus[],
-  patch: LeasePatch,
-): Promise<LeaseRow | null> {
+/** `SET` assignments and their values for a patch (JSON columns serialised). */
+export function patchAssignments(patch: LeasePatch): { sets: string[]; values: unknown[] } {
   const entries = Object.entries(patch).filter(([, value]) => value !== undefined);
-  if (entries.length === 0) {
-    const row = await getLease(db, leaseId);
-    return row && from.includes(row.status) ? row : null;
-  }
-  const sets = entries.map(([column]) => `${column} = ?`).join(", ");
-  const values = entries.map(([column, value]) =>
-    jsonColumns.has(column) && value !== null ? JSON.stringify(value) : (value as unknown),
-  );
-  const row = await db
-    .prepare(`UPDATE leases SET ${sets} WHERE id = ? AND status IN (${from.map(() => "?").join(", ")}) RETURNING *`)
-    .bind(...values, leaseId, ...from)
-    .first();
-  return row ? parseRow(row) : null;
+  return {
+    sets: entries.map(([column]) => `${column} = ?`),
+    values: entries.map(([column, value]) =>
+      jsonColumns.has(column) && value !== null ? JSON.stringify(value) : (value as unknown),
+    ),
+  };
 }
 
 /** Removes a just-inserted lease no create was ever sent for (a rental refused by the budget). */
@@ -344,6 +332,8 @@ export async function deleteUnsentLease(db: D1Database, leaseId: string): Promis
 export interface NewEvent {
   kind: string;
   detail?: string | null;
+  /** why, as data: the stop reason of a stop request or a stop (webhooks map by it, never by `detail`) */
+  reason?: StopReason | null;
 }
 
 /** Appends to the lease's event log. */
@@ -362,11 +352,21 @@ export async function appendEvents(
   events: readonly NewEvent[],
 ): Promise<void> {
   if (events.length === 0) return;
-  const statement = db.prepare("INSERT INTO lease_events (lease_id, at, kind, detail) VALUES (?, ?, ?, ?)");
-  await db.batch([
-    ...events.map((event) => statement.bind(leaseId, at, event.kind, event.detail ?? null)),
+  await db.batch(eventStatements(db, leaseId, at, events));
+}
+
+/** The statements that append `events` to the lease's log and the webhook outbox. */
+export function eventStatements(
+  db: D1Database,
+  leaseId: string,
+  at: string,
+  events: readonly NewEvent[],
+): D1PreparedStatement[] {
+  const statement = db.prepare("INSERT INTO lease_events (lease_id, at, kind, detail, reason) VALUES (?, ?, ?, ?, ?)");
+  return [
+    ...events.map((event) => statement.bind(leaseId, at, event.kind, event.detail ?? null, event.reason ?? null)),
     ...leaseEventStatements(db, leaseId, events, Date.parse(at)),
-  ]);
+  ];
 }
 
 const EventRowSchema = z.object({
@@ -374,12 +374,16 @@ const EventRowSchema = z.object({
   at: z.string(),
   kind: z.string(),
   detail: z.string().nullable(),
+  // An unknown reason (a row from a newer version) reads as none rather than failing the log.
+  reason: StopReasonSchema.nullable().catch(null).default(null),
 });
 
 /** The lease's events with seq > `afterSeq`, oldest first. */
 export async function listEvents(db: D1Database, leaseId: string, afterSeq = 0, limit = 500): Promise<LeaseEvent[]> {
   const { results } = await db
-    .prepare("SELECT seq, at, kind, detail FROM lease_events WHERE lease_id = ? AND seq > ? ORDER BY seq LIMIT ?")
+    .prepare(
+      "SELECT seq, at, kind, detail, reason FROM lease_events WHERE lease_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+    )
     .bind(leaseId, afterSeq, limit)
     .all();
   return results.map((row) => EventRowSchema.parse(row));

@@ -117,7 +117,11 @@ export function settleRental(
     ];
     if (died) {
       Object.assign(patch, stopPatch(now, gaveUp));
-      events.push({ kind: "stop_requested", detail: `rent_failed: ${gaveUp}; tearing its machine down` });
+      events.push({
+        kind: "stop_requested",
+        detail: `rent_failed: ${gaveUp}; tearing its machine down`,
+        reason: "rent_failed",
+      });
     }
     return { patch, events, teardownNow: lease.status === "stopping" || died };
   }
@@ -131,6 +135,7 @@ export function settleRental(
       events: [
         {
           kind: "stop_requested",
+          reason: "rent_failed",
           detail: `rent_failed: ${error}; ${unresolved.length} create(s) unresolved: the keeper looks for their machines`,
         },
       ],
@@ -146,7 +151,13 @@ export function settleRental(
       inference_key_sealed: null,
       attempts,
     },
-    events: [{ kind: "stopped", detail: `rent_failed: ${error}; every create was answered, none made a machine` }],
+    events: [
+      {
+        kind: "stopped",
+        detail: `rent_failed: ${error}; every create was answered, none made a machine`,
+        reason: "rent_failed",
+      },
+    ],
     teardownNow: false,
   };
 }

@@ -189,6 +189,10 @@ export const LeaseEventSchema = z
     at: z.string(),
     kind: z.string(),
     detail: z.string().nullable(),
+    reason: StopReasonSchema.nullable().openapi({
+      description:
+        "why, as data: the stop reason of a `stop_requested` or `stopped` event (null for others and for events written before it existed)",
+    }),
   })
   .openapi("LeaseEvent");
 export type LeaseEvent = z.infer<typeof LeaseEventSchema>;

@@ -17,14 +17,15 @@ export const webhookEventTypes = [
 export const WebhookEventTypeSchema = z.enum(webhookEventTypes).openapi("WebhookEventType");
 export type WebhookEventType = z.infer<typeof WebhookEventTypeSchema>;
 
-/** A lease event as the ledger writes it (kind, detail). */
+/** A lease event as the ledger writes it (kind, detail, and its structured reason). */
 export interface LedgerEvent {
   kind: string;
   detail?: string | null;
+  reason?: string | null;
 }
 
-/** Stop reasons that are a cap the user set (or the budget's), announced as lease.cap_reached. */
-const CAP_REASONS = ["max_minutes:", "max_cost:"];
+/** Stop reasons that are a cap the user set, announced as lease.cap_reached. */
+const CAP_REASONS: readonly (string | null | undefined)[] = ["max_minutes", "max_cost"];
 
 /**
  * The one map from lease event kinds to webhook event types. Most kinds map one to one; a stop
@@ -32,17 +33,18 @@ const CAP_REASONS = ["max_minutes:", "max_cost:"];
  * both lease.rent_failed and lease.stopped.
  */
 export function webhookTypesFor(event: LedgerEvent): WebhookEventType[] {
-  const detail = event.detail ?? "";
+  // By the structured reason only: the human `detail` is never parsed.
+  const reason = event.reason ?? null;
   switch (event.kind) {
     case "running":
       return ["lease.running"];
     case "stop_requested":
-      if (CAP_REASONS.some((prefix) => detail.startsWith(prefix))) return ["lease.cap_reached"];
-      if (detail.startsWith("start_timeout:")) return ["lease.start_failed"];
-      if (detail.startsWith("rent_failed:")) return ["lease.rent_failed"];
+      if (CAP_REASONS.includes(reason)) return ["lease.cap_reached"];
+      if (reason === "start_timeout") return ["lease.start_failed"];
+      if (reason === "rent_failed") return ["lease.rent_failed"];
       return [];
     case "stopped":
-      return detail.startsWith("rent_failed:") ? ["lease.rent_failed", "lease.stopped"] : ["lease.stopped"];
+      return reason === "rent_failed" ? ["lease.rent_failed", "lease.stopped"] : ["lease.stopped"];
     case "start_failed":
       return ["lease.start_failed"];
     case "teardown_unverified":

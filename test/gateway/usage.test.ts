@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { addSample, countsOf, emptyMeter, median, UsageReader, type UsageSample } from "../../src/gateway/usage";
+import { countsOf, median, UsageReader, type UsageSample } from "../../src/gateway/usage";
+import { addSample, emptyMeter } from "../../src/keeper/meter";
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 
@@ -220,6 +221,8 @@ describe("the meter: addSample and median", () => {
       completion_tokens: 12,
       decode: [40, 60],
       first: [100, 100],
+      dropped: 0,
+      droppedReported: 0,
       flushedAt: 0,
       dirty: true,
     });

@@ -331,6 +331,7 @@ describe("settleRental", () => {
         {
           kind: "stopped",
           detail: "rent_failed: no offer could be rented; every create was answered, none made a machine",
+          reason: "rent_failed",
         },
       ],
       teardownNow: false,
@@ -358,6 +359,7 @@ describe("settleRental", () => {
         {
           kind: "stop_requested",
           detail: `rent_failed: ${error}; 1 create(s) unresolved: the keeper looks for their machines`,
+          reason: "rent_failed",
         },
       ],
       teardownNow: false,
@@ -405,7 +407,11 @@ describe("settleRental", () => {
     });
     expect(settled.events).toEqual([
       { kind: "machine_found", detail: "found srv3 at vramfarm" },
-      { kind: "stop_requested", detail: "rent_failed: the rental did not complete; tearing its machine down" },
+      {
+        kind: "stop_requested",
+        detail: "rent_failed: the rental did not complete; tearing its machine down",
+        reason: "rent_failed",
+      },
     ]);
     expect(settled.teardownNow).toBe(true);
   });

@@ -55,6 +55,7 @@ export function leaseRow(over: Partial<LeaseRow> = {}): LeaseRow {
     inference_key_hash: null,
     inference_key_sealed: null,
     billing_starts_at: null,
+    revision: 0,
     ...over,
   };
 }

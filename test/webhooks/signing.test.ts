@@ -80,13 +80,29 @@ describe("webhook secrets at rest", () => {
 describe("lease event kinds → webhook types", () => {
   it.each([
     [{ kind: "running", detail: "http://x" }, ["lease.running"]],
-    [{ kind: "stop_requested", detail: "max_minutes: 30 minutes since running" }, ["lease.cap_reached"]],
-    [{ kind: "stop_requested", detail: "max_cost: 3 USD reached" }, ["lease.cap_reached"]],
-    [{ kind: "stop_requested", detail: "requested" }, []],
-    [{ kind: "stop_requested", detail: "start_timeout: no start in 20 minutes" }, ["lease.start_failed"]],
-    [{ kind: "stop_requested", detail: "rent_failed: create answer lost" }, ["lease.rent_failed"]],
+    [
+      { kind: "stop_requested", detail: "max_minutes: 30 minutes since running", reason: "max_minutes" },
+      ["lease.cap_reached"],
+    ],
+    [{ kind: "stop_requested", detail: "max_cost: 3 USD reached", reason: "max_cost" }, ["lease.cap_reached"]],
+    [{ kind: "stop_requested", detail: "requested", reason: "requested" }, []],
+    [{ kind: "stop_requested", detail: "budget: spend reached", reason: "budget" }, []],
+    [
+      { kind: "stop_requested", detail: "start_timeout: no start in 20 minutes", reason: "start_timeout" },
+      ["lease.start_failed"],
+    ],
+    [
+      { kind: "stop_requested", detail: "rent_failed: create answer lost", reason: "rent_failed" },
+      ["lease.rent_failed"],
+    ],
+    // The human detail is never parsed: a detail that reads like a cap, without the reason, is none.
+    [{ kind: "stop_requested", detail: "max_cost: a user's own words" }, []],
     [{ kind: "stopped", detail: "the provider confirms the machine is gone" }, ["lease.stopped"]],
-    [{ kind: "stopped", detail: "rent_failed: no offer could be rented" }, ["lease.rent_failed", "lease.stopped"]],
+    [
+      { kind: "stopped", detail: "rent_failed: no offer could be rented", reason: "rent_failed" },
+      ["lease.rent_failed", "lease.stopped"],
+    ],
+    [{ kind: "stopped", detail: "rent_failed: but no reason" }, ["lease.stopped"]],
     [{ kind: "start_failed", detail: "image pull failed" }, ["lease.start_failed"]],
     [{ kind: "teardown_unverified", detail: "not confirmed gone" }, ["lease.teardown_unverified"]],
     [{ kind: "price_updated", detail: "0.69 → 0.74" }, ["lease.price_updated"]],
