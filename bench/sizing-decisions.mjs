@@ -40,7 +40,8 @@ for (const card of m.GPU_SPECS) {
   for (const model of m.SIZING_MODELS) {
     for (const asked of CONTEXTS) {
       const context = m.contextFor(model, asked);
-      const before = m.legacyFits(model, context, 1, card.vram_gb);
+      // gpulease never read a params num_ctx: it sized the context asked
+      const before = m.legacyFits(model, asked, 1, card.vram_gb);
       const after = m.fitOnCards(model, context, 1, card.memory_mib).fits;
       const oracle = m.oracleFitsOneCard(model, asked, card.memory_mib).fits;
       decided++;
@@ -55,7 +56,7 @@ for (const card of m.GPU_SPECS) {
         before,
         after,
         oracle,
-        oldNeed: m.legacyNeedGb(model, context, 1),
+        oldNeed: m.legacyNeedGb(model, asked, 1),
       });
     }
   }
