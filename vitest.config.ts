@@ -39,6 +39,8 @@ const PURE_SUITES = [
   "test/models/gguf.test.ts",
   "test/models/need.test.ts",
   "test/models/reference.test.ts",
+  "test/models/runner-pin.test.ts",
+  "test/models/runner-table.test.ts",
   "test/offers/rank-measured.test.ts",
   "test/offers/rank.test.ts",
   "test/providers/runpod-sizing.test.ts",

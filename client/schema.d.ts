@@ -231,8 +231,13 @@ export interface components {
       /** @example RTX 4090 */
       gpu: string;
       gpu_count: number;
-      /** @description total over all cards */
+      /** @description total over all cards, as the cards are sold ("48 GB") */
       vram_gb: number;
+      /**
+       * @description total over all cards as the driver reports it, GiB (an L40S: 46,068 MiB = 44.99); `fits` is computed against it
+       * @example 23.99
+       */
+      memory_gib: number;
       /** @description whole machine, in `currency` */
       price_per_hour: number;
       /** @enum {string} */
@@ -269,9 +274,9 @@ export interface components {
     };
     /** @description with `model`: how the model fits this offer */
     Fit: {
-      /** @description weights + KV cache + overhead on this offer's cards */
+      /** @description GiB of this offer's cards the model takes as the pinned Ollama runs it: weights + KV cache + compute buffer + llama.cpp's 1 GiB margin and the CUDA reserve per card used */
       vram_need_gb: number;
-      /** @description the offer's GPU memory left over */
+      /** @description memory_gib left over, GiB */
       headroom_gb: number;
     };
     ProviderFailure: {

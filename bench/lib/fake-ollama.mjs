@@ -9,8 +9,28 @@ import { freePort } from "../../scripts/lib/local-worker.mjs";
 const DIGEST = "sha256:74701a8c35f6c8d9a4b91f3f3497643001d63e0c7a84e085bed452548fa88d45";
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** `model`'s name as listed; `delayMs` before the first byte; `chunks` tokens `chunkMs` apart. */
-export async function startFakeOllama({ model, size = 1_321_098_329, delayMs = 10, chunkMs = 2, chunks = 8 } = {}) {
+const MIB = 2 ** 20;
+
+/**
+ * What `/api/ps` shows on the GPU, by the runner's physics (src/models/runner.ts): the whole
+ * loaded `size` while the card keeps llama.cpp's 1 GiB margin beyond the 457 MiB CUDA reserve,
+ * else what is left (the rest on the CPU). `gpuMib` null: a card large enough.
+ */
+function sizeOnGpu(size, gpuMib) {
+  if (gpuMib === null) return size;
+  const room = gpuMib * MIB - 457 * MIB - 1024 * MIB;
+  return size <= room ? size : Math.max(0, room);
+}
+
+/** `model`'s name as listed; `delayMs` before the first byte; `chunks` tokens `chunkMs` apart; `gpuMib` the card's memory as the driver reports it. */
+export async function startFakeOllama({
+  model,
+  size = 1_321_098_329,
+  delayMs = 10,
+  chunkMs = 2,
+  chunks = 8,
+  gpuMib = null,
+} = {}) {
   const port = await freePort();
   const state = { delayMs, chunkMs, chunks, open: 0, peakOpen: 0, requests: 0, byPath: {} };
   const server = createServer(async (req, res) => {
@@ -39,7 +59,8 @@ export async function startFakeOllama({ model, size = 1_321_098_329, delayMs = 1
     if (req.method === "GET" && route === "/api/version") return json(200, { version: "0.12.6" });
     const listed = { name: model, model, digest: DIGEST.slice(7), size, modified_at: new Date().toISOString() };
     if (req.method === "GET" && route === "/api/tags") return json(200, { models: [listed] });
-    if (req.method === "GET" && route === "/api/ps") return json(200, { models: [{ ...listed, size_vram: size }] });
+    if (req.method === "GET" && route === "/api/ps")
+      return json(200, { models: [{ ...listed, size_vram: sizeOnGpu(size, gpuMib) }] });
     const count = Math.max(1, Math.min(4096, Number(body.max_tokens ?? body.options?.num_predict ?? state.chunks)));
     const promptTokens = Math.max(1, Math.ceil(JSON.stringify(body.messages ?? body.prompt ?? "").length / 4));
     await sleep(state.delayMs);

@@ -218,7 +218,7 @@ async function candidateOffers(
 ): Promise<RankedOffer[] | RentRefusal> {
   const offers = await listedCandidates(services, input);
   if (offers instanceof RentRefusal || !sizing) return offers;
-  const fitting = offers.filter((offer) => fitOn(sizing, offer) !== null);
+  const fitting = offers.filter((offer) => fitOn(sizing, offer.source) !== null);
   if (fitting.length > 0) return fitting;
   const need = sizing.model.vram_need_gb;
   return input.offer_id

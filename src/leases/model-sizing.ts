@@ -1,12 +1,14 @@
 import {
+  fitOnCards,
   type ModelFacts,
   ModelNotFoundError,
   modelFacts,
   needOf,
   RegistryUnavailableError,
-  vramNeedGb,
 } from "../models/need";
 import { parseModelRef } from "../models/reference";
+import { gibUp } from "../models/runner";
+import { offerMemoryMib } from "../providers/gpus";
 import type { ProviderOffer } from "../providers/types";
 import type { Services } from "../services";
 import { RentRefusal } from "./refusal";
@@ -70,6 +72,12 @@ export async function sizeModel(
       `the model registry could not be reached (${(error as Error).message}); give weights_gb and vram_gb to rent without it`,
     );
   }
+  const own = facts.arch.params_num_ctx ?? null;
+  if (own !== null && input.context_length !== undefined && input.context_length !== own) {
+    // Ollama runs the model at its own num_ctx whatever OLLAMA_CONTEXT_LENGTH says (server/routes.go).
+    const message = `model "${parsed.ref.canonical}" sets num_ctx ${own} in its params, and Ollama runs it at that context; ask context_length ${own} or leave it out`;
+    return new RentRefusal("invalid_request", message, { issues: [{ path: "context_length", message }] });
+  }
   const need = needOf(facts, input.context_length ?? null);
   return {
     model: {
@@ -90,18 +98,26 @@ export interface Fit {
   headroom_gb: number;
 }
 
+const round2 = (value: number) => Math.round(value * 100) / 100;
+
 /**
- * The fit of a sized model on an offer: with the registry's facts, the need for the offer's card
- * count (Ollama splits layers across cards, each with its own overhead); without, the caller's
- * `vram_gb`. Null when it does not fit.
+ * The fit of a sized model on an offer, against the cards' memory as the driver reports it: with
+ * the registry's facts, the runner's own decision for the offer's cards (src/models/runner.ts);
+ * without, the caller's `vram_gb` against that memory. Null when the model would not load whole.
  */
-export function fitOn(sizing: ModelSizing, offer: Pick<ProviderOffer, "vram_gb" | "gpu_count">): Fit | null {
+export function fitOn(
+  sizing: ModelSizing,
+  offer: Pick<ProviderOffer, "vram_gb" | "gpu_count" | "gpu_key" | "memory_mib">,
+): Fit | null {
+  const memoryMib = offerMemoryMib(offer);
+  const memoryGib = memoryMib / 1024;
   const context = sizing.model.context_length;
-  const need =
-    sizing.facts && context !== null
-      ? vramNeedGb(sizing.facts, context, offer.gpu_count)
-      : (sizing.model.vram_need_gb ?? 0);
-  const rounded = Math.round(need * 10) / 10;
-  const headroom = Math.round((offer.vram_gb - rounded) * 10) / 10;
-  return headroom >= 0 ? { vram_need_gb: rounded, headroom_gb: headroom } : null;
+  if (sizing.facts && context !== null) {
+    const fit = fitOnCards(sizing.facts, context, offer.gpu_count, memoryMib / offer.gpu_count);
+    if (!fit.fits) return null;
+    const need = gibUp(fit.needBytes);
+    return { vram_need_gb: need, headroom_gb: round2(Math.max(0, memoryGib - need)) };
+  }
+  const need = sizing.model.vram_need_gb ?? 0;
+  return memoryGib >= need ? { vram_need_gb: need, headroom_gb: round2(memoryGib - need) } : null;
 }

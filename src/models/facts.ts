@@ -38,7 +38,8 @@ function factsOf(row: Row): ModelFacts | null {
     return null;
   }
   const parsed = ModelArchSchema.safeParse(arch);
-  if (!parsed.success) return null;
+  // A row cached before the runner's facts were read is read again.
+  if (!parsed.success || parsed.data.output_tied === undefined || parsed.data.params_num_ctx === undefined) return null;
   return { name: row.name, digest: row.digest, weights_bytes: row.weights_bytes, arch: parsed.data };
 }
 
@@ -77,6 +78,48 @@ async function readArch(
   } finally {
     await blob.close();
   }
+}
+
+/** The most of a params layer read: Ollama's are a few hundred bytes. */
+const PARAMS_MAX_BYTES = 64 * 1024;
+
+/**
+ * `num_ctx` from the manifest's params layer, null when there is none or it sets none. A value
+ * that is not a whole number from 1 to 2^24 is not a context Ollama could run and is refused.
+ */
+async function readParamsNumCtx(
+  ref: ModelRef,
+  config: Config,
+  manifest: Manifest,
+  fetchImpl: typeof fetch,
+): Promise<number | null> {
+  const layer = manifest.layers.find((l) => l.mediaType === MEDIA_TYPE.params);
+  if (!layer) return null;
+  if (layer.size > PARAMS_MAX_BYTES) {
+    throw new RegistryUnavailableError(`cannot size ${ref.canonical}: its params layer is larger than 64 KiB`);
+  }
+  const blob = openBlob(blobUrl(ref, config, layer.digest), layer.size, PARAMS_MAX_BYTES, fetchImpl);
+  let text = "";
+  const decoder = new TextDecoder();
+  try {
+    for (let chunk = await blob.next(); chunk !== null; chunk = await blob.next()) {
+      text += decoder.decode(chunk, { stream: true });
+    }
+  } finally {
+    await blob.close();
+  }
+  let params: unknown;
+  try {
+    params = JSON.parse(text + decoder.decode());
+  } catch {
+    throw new RegistryUnavailableError(`cannot size ${ref.canonical}: its params layer is not JSON`);
+  }
+  const numCtx = params && typeof params === "object" ? (params as Record<string, unknown>).num_ctx : undefined;
+  if (numCtx === undefined) return null;
+  if (typeof numCtx !== "number" || !Number.isInteger(numCtx) || numCtx < 1 || numCtx > 2 ** 24) {
+    throw new RegistryUnavailableError(`cannot size ${ref.canonical}: its params set num_ctx to ${String(numCtx)}`);
+  }
+  return numCtx;
 }
 
 async function archOfDigest(db: D1Database, digest: string): Promise<ModelFacts | null> {
@@ -118,7 +161,10 @@ export async function modelFacts(
   const manifest = await fetchManifest(ref, services.config, fetchImpl);
   const weights = weightsOf(ref, manifest);
   const known = cached?.digest === manifest.digest ? cached : await archOfDigest(services.db, manifest.digest);
-  const arch = known?.arch ?? (await readArch(ref, services.config, weights.model, fetchImpl));
+  const arch = known?.arch ?? {
+    ...(await readArch(ref, services.config, weights.model, fetchImpl)),
+    params_num_ctx: await readParamsNumCtx(ref, services.config, manifest, fetchImpl),
+  };
   const facts: ModelFacts = { name: ref.canonical, digest: manifest.digest, weights_bytes: weights.bytes, arch };
   await save(services.db, facts, now);
   return facts;

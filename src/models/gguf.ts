@@ -17,6 +17,16 @@ export interface GgufArch {
   context_length: number | null;
   /** `<arch>.vocab_size`, else the length of `tokenizer.ggml.tokens`; null when neither is there */
   vocab_size: number | null;
+  /** bytes of `token_embd.weight` (null: not in the tensor list, or of a type not in GGML_TYPES) */
+  token_embd_bytes: number | null;
+  /** bytes of `output.weight`, null when it is absent or of an unknown type */
+  output_bytes: number | null;
+  /** the tensor list has no `output.weight`: the output layer shares the token embedding */
+  output_tied: boolean;
+  sliding_window: number | null;
+  sliding_window_pattern: number | null;
+  expert_count: number | null;
+  expert_used_count: number | null;
 }
 
 /** The next chunk of the file, null at its end. */
@@ -81,11 +91,62 @@ const ARCH_KEYS = [
   "attention.head_count_kv",
   "attention.key_length",
   "attention.value_length",
+  "attention.sliding_window",
+  "attention.sliding_window_pattern",
+  "expert_count",
+  "expert_used_count",
 ] as const;
 type ArchKey = (typeof ARCH_KEYS)[number];
 const ARCH_KEY_SET = new Set<string>(ARCH_KEYS);
 
 const MAX_KEY_BYTES = 65_535;
+const MAX_TENSOR_DIMS = 8;
+
+/**
+ * [elements per block, bytes per block] of each ggml type (ggml `ggml/src/ggml.c` `type_traits`,
+ * as ollama `fs/ggml/type.go` lists them): a tensor takes elements / block × bytes.
+ */
+const GGML_TYPES: Record<number, [number, number]> = {
+  0: [1, 4], // F32
+  1: [1, 2], // F16
+  2: [32, 18], // Q4_0
+  3: [32, 20], // Q4_1
+  6: [32, 22], // Q5_0
+  7: [32, 24], // Q5_1
+  8: [32, 34], // Q8_0
+  9: [32, 36], // Q8_1
+  10: [256, 84], // Q2_K
+  11: [256, 110], // Q3_K
+  12: [256, 144], // Q4_K
+  13: [256, 176], // Q5_K
+  14: [256, 210], // Q6_K
+  15: [256, 292], // Q8_K
+  16: [256, 66], // IQ2_XXS
+  17: [256, 74], // IQ2_XS
+  18: [256, 98], // IQ3_XXS
+  19: [256, 50], // IQ1_S
+  20: [32, 18], // IQ4_NL
+  21: [256, 110], // IQ3_S
+  22: [256, 82], // IQ2_S
+  23: [256, 136], // IQ4_XS
+  24: [1, 1], // I8
+  25: [1, 2], // I16
+  26: [1, 4], // I32
+  27: [1, 8], // I64
+  28: [1, 8], // F64
+  29: [256, 56], // IQ1_M
+  30: [1, 2], // BF16
+  34: [256, 54], // TQ1_0
+  35: [256, 66], // TQ2_0
+  39: [32, 17], // MXFP4
+};
+
+function tensorBytes(dims: number[], type: number): number | null {
+  const traits = GGML_TYPES[type];
+  if (!traits) return null;
+  const elements = dims.reduce((product, d) => product * d, 1);
+  return Math.ceil(elements / traits[0]) * traits[1];
+}
 const MAX_PER_LAYER_ARRAY = 65_536;
 
 /** A forward-only reader over the chunks, holding only what it has not consumed yet. */
@@ -272,7 +333,7 @@ function archKeyOf(key: string): { arch: string; name: ArchKey } | null {
   return ARCH_KEY_SET.has(name) ? { arch: key.slice(0, dot), name: name as ArchKey } : null;
 }
 
-async function readPreamble(reader: Reader): Promise<number> {
+async function readPreamble(reader: Reader): Promise<{ tensorCount: number; kvCount: number }> {
   const magic = decoder.decode(await reader.bytes(4));
   if (magic === "GGUF") reader.littleEndian = true;
   else if (magic === "FUGG") reader.littleEndian = false;
@@ -280,11 +341,44 @@ async function readPreamble(reader: Reader): Promise<number> {
   const version = await reader.u32();
   if (version === 1) throw new GgufError("GGUF version 1 is not supported (v2 and v3 are)");
   if (version !== 2 && version !== 3) throw new GgufError(`GGUF version ${version} is not supported (v2 and v3 are)`);
-  await reader.u64(); // tensor_count
-  return reader.u64(); // kv_count
+  const tensorCount = await reader.u64();
+  return { tensorCount, kvCount: await reader.u64() };
 }
 
-function resolve(architecture: string | null, counts: Map<string, number>, tokens: number | null): GgufArch {
+interface Tensors {
+  token_embd_bytes: number | null;
+  output_bytes: number | null;
+  output_tied: boolean;
+}
+
+/** The tensor list after the KVs: name, dims, type, offset each; only the two embedding tensors are kept. */
+async function readTensors(reader: Reader, count: number): Promise<Tensors> {
+  let tokenEmbd: number | null = null;
+  let output: number | null = null;
+  let hasOutput = false;
+  for (let i = 0; i < count; i++) {
+    const name = await readString(reader, MAX_KEY_BYTES, "tensor name");
+    const nDims = await reader.u32();
+    if (nDims > MAX_TENSOR_DIMS) throw new GgufError(`the GGUF tensor ${name} has ${nDims} dimensions`);
+    const dims: number[] = [];
+    for (let d = 0; d < nDims; d++) dims.push(await reader.u64());
+    const type = await reader.u32();
+    await reader.u64(); // offset
+    if (name === "token_embd.weight") tokenEmbd = tensorBytes(dims, type);
+    if (name === "output.weight") {
+      hasOutput = true;
+      output = tensorBytes(dims, type);
+    }
+  }
+  return { token_embd_bytes: tokenEmbd, output_bytes: output, output_tied: !hasOutput };
+}
+
+function resolve(
+  architecture: string | null,
+  counts: Map<string, number>,
+  tokens: number | null,
+  tensors: Tensors,
+): GgufArch {
   if (architecture === null) throw new GgufError("the GGUF header has no general.architecture");
   const get = (name: ArchKey) => counts.get(`${architecture}.${name}`) ?? null;
   const required = (name: ArchKey) => {
@@ -303,25 +397,26 @@ function resolve(architecture: string | null, counts: Map<string, number>, token
     value_length: get("attention.value_length") || null,
     context_length: get("context_length") || null,
     vocab_size: get("vocab_size") || tokens,
+    ...tensors,
+    sliding_window: get("attention.sliding_window") || null,
+    sliding_window_pattern: get("attention.sliding_window_pattern") || null,
+    expert_count: get("expert_count") || null,
+    expert_used_count: get("expert_used_count") || null,
   };
 }
 
 /**
- * Reads the header's key/value pairs until every key the estimate uses has been seen, or to
- * their end (a missing optional key is only known to be missing there). Never reads past
- * `maxBytes` of the file.
+ * Reads the header's key/value pairs and then its tensor list (the sizes of the embedding and
+ * output tensors decide what goes to the GPU). Never reads past `maxBytes` of the file.
  */
 export async function readGgufArch(next: ChunkSource, maxBytes: number): Promise<GgufArch> {
   const reader = new Reader(next, maxBytes);
-  const kvCount = await readPreamble(reader);
+  const { tensorCount, kvCount } = await readPreamble(reader);
   let architecture: string | null = null;
   let tokens: number | null = null;
   const counts = new Map<string, number>();
-  const complete = () =>
-    architecture !== null &&
-    ARCH_KEYS.every((name) => counts.has(`${architecture}.${name}`) || (name === "vocab_size" && tokens !== null));
 
-  for (let i = 0; i < kvCount && !complete(); i++) {
+  for (let i = 0; i < kvCount; i++) {
     const key = await readString(reader, MAX_KEY_BYTES, "key");
     const type = await reader.u32();
     if (key === "general.architecture" && type === TYPE.string) {
@@ -342,5 +437,5 @@ export async function readGgufArch(next: ChunkSource, maxBytes: number): Promise
     const value = await readCount(reader, type, key);
     if (value !== null) counts.set(key, value);
   }
-  return resolve(architecture, counts, tokens);
+  return resolve(architecture, counts, tokens, await readTensors(reader, tensorCount));
 }

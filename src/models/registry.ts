@@ -18,6 +18,8 @@ export const MEDIA_TYPE = {
   model: "application/vnd.ollama.image.model",
   projector: "application/vnd.ollama.image.projector",
   adapter: "application/vnd.ollama.image.adapter",
+  /** the Modelfile's PARAMETERs as JSON (`{"num_ctx": 8192, "stop": [...]}`) */
+  params: "application/vnd.ollama.image.params",
   /** safetensors weights, run only by Ollama's MLX runtime (server/images.go `hasTensorLayers`) */
   tensor: "application/vnd.ollama.image.tensor",
 } as const;

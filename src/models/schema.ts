@@ -11,6 +11,24 @@ export const ModelArchSchema = z.object({
   context_length: z.number().int().positive().nullable(),
   /** `<arch>.vocab_size` or the tokenizer's length; feeds the graph estimate (0 when unknown) */
   vocab_size: z.number().int().nonnegative().nullable().optional(),
+  /**
+   * The runner's facts (docs/models.md#the-runners-rule), from the header's tensor list and its
+   * sliding-window and expert keys. A row cached before they were read lacks them and is read again.
+   */
+  token_embd_bytes: z.number().int().nonnegative().nullable().optional(),
+  /** the output tensor's bytes (null: none, or a type the reader does not know) */
+  output_bytes: z.number().int().nonnegative().nullable().optional(),
+  /** no `output.weight`: the output layer shares the token embedding (so it is on the GPU too) */
+  output_tied: z.boolean().nullable().optional(),
+  /** `<arch>.attention.sliding_window` */
+  sliding_window: z.number().int().nonnegative().nullable().optional(),
+  /** `<arch>.attention.sliding_window_pattern` when it is a number */
+  sliding_window_pattern: z.number().int().nonnegative().nullable().optional(),
+  /** `<arch>.expert_count` and `<arch>.expert_used_count` (mixture of experts) */
+  expert_count: z.number().int().nonnegative().nullable().optional(),
+  expert_used_count: z.number().int().nonnegative().nullable().optional(),
+  /** `num_ctx` from the manifest's params layer: it overrides OLLAMA_CONTEXT_LENGTH (ollama `server/routes.go` line 141) */
+  params_num_ctx: z.number().int().positive().nullable().optional(),
 });
 
 /** what the registry says, cached */

@@ -1,5 +1,5 @@
 import { toUsd } from "../leases/pricing";
-import { gpuSpecByKey } from "../providers/gpus";
+import { gpuSpecByKey, offerMemoryMib } from "../providers/gpus";
 import { type ProviderOffer, providerNames } from "../providers/types";
 import { type MeasuredBandwidth, type MeasuredFigure, measuredKey, multiGpuFactor, offerHost } from "./bandwidth";
 import type { Offer } from "./schemas";
@@ -85,6 +85,7 @@ export function rankOffer(offer: ProviderOffer, ctx: RankContext): RankedOffer {
     gpu: offer.gpu,
     gpu_count: offer.gpu_count,
     vram_gb: offer.vram_gb,
+    memory_gib: round(offerMemoryMib(offer) / 1024, 2),
     price_per_hour: offer.price_per_hour,
     currency: offer.currency,
     price_per_hour_usd: round(toUsd(offer.price_per_hour, offer.currency, ctx.eurUsd), 4),

@@ -73,7 +73,7 @@ export const offerRoutes = createRouter()
       limit: MAX_OFFER_LIMIT,
     });
     const offers = result.offers
-      .map((offer) => ({ offer, fits: fitOn(sizing, offer) }))
+      .map((offer) => ({ offer, fits: fitOn(sizing, offer.source) }))
       .filter((o) => o.fits !== null)
       .slice(0, query.limit ?? DEFAULT_OFFER_LIMIT)
       .map(({ offer, fits }) => ({ ...toOffer(offer), fits: fits ?? undefined }));

@@ -100,8 +100,11 @@ export const OffersQueryParamsSchema = z.strictObject({
 
 export const FitSchema = z
   .object({
-    vram_need_gb: z.number().openapi({ description: "weights + KV cache + overhead on this offer's cards" }),
-    headroom_gb: z.number().openapi({ description: "the offer's GPU memory left over" }),
+    vram_need_gb: z.number().openapi({
+      description:
+        "GiB of this offer's cards the model takes as the pinned Ollama runs it: weights + KV cache + compute buffer + llama.cpp's 1 GiB margin and the CUDA reserve per card used",
+    }),
+    headroom_gb: z.number().openapi({ description: "memory_gib left over, GiB" }),
   })
   .openapi("Fit");
 
@@ -114,7 +117,12 @@ export const OfferSchema = z
     provider: ProviderNameSchema,
     gpu: z.string().openapi({ example: "RTX 4090" }),
     gpu_count: z.number().int(),
-    vram_gb: z.number().openapi({ description: "total over all cards" }),
+    vram_gb: z.number().openapi({ description: 'total over all cards, as the cards are sold ("48 GB")' }),
+    memory_gib: z.number().openapi({
+      description:
+        "total over all cards as the driver reports it, GiB (an L40S: 46,068 MiB = 44.99); `fits` is computed against it",
+      example: 23.99,
+    }),
     price_per_hour: z.number().openapi({ description: "whole machine, in `currency`" }),
     currency: CurrencySchema,
     price_per_hour_usd: z.number().openapi({ description: "price_per_hour converted with EUR_USD" }),

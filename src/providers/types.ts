@@ -20,8 +20,13 @@ export const ProviderOfferSchema = z.object({
   /** key into the GPU spec table, or null when the card is unknown */
   gpu_key: z.string().nullable(),
   gpu_count: z.number().int().positive(),
-  /** total GPU memory over all cards, GB */
+  /** total GPU memory over all cards, GB, as the cards are sold ("48 GB" for an L40S) */
   vram_gb: z.number().nonnegative(),
+  /**
+   * total GPU memory over all cards as the driver reports it, MiB, where the provider says
+   * (Vast.ai `gpu_total_ram`); else the GPU table's figure (offerMemoryMib)
+   */
+  memory_mib: z.number().int().nonnegative().nullable().optional(),
   /** whole machine, per hour, in `currency` */
   price_per_hour: z.number().nonnegative(),
   currency: CurrencySchema,

@@ -71,7 +71,9 @@ export function bundlesQuery(query: OfferQuery, minCudaVersion = 12.4): Record<s
     disk_space: { gte: disk },
   };
   // Vast's RAM fields are MB (the CLI multiplies user input by 1000): 24 here would match every card.
-  if (query.vram_gb !== undefined) body.gpu_total_ram = { gte: Math.round(query.vram_gb * 1000) };
+  // gpu_total_ram is the driver's MiB, below what the cards are sold as ("48 GB" is 46,068 MiB):
+  // Vast filters loosely and the sold size is checked on each offer (toOffer).
+  if (query.vram_gb !== undefined) body.gpu_total_ram = { gte: Math.floor(query.vram_gb * 1024 * VAST_SOLD_TO_DRIVER) };
   if (query.gpu_count !== undefined) body.num_gpus = { eq: query.gpu_count };
   if (query.max_price_usd !== undefined) body.dph_total = { lte: query.max_price_usd };
   // The CLI spells it "on-demand"; the docs' enum says "ondemand" but their example uses ours.
@@ -92,11 +94,14 @@ export function bundlesQuery(query: OfferQuery, minCudaVersion = 12.4): Record<s
 
 const nullableNumber = z.number().nullable().optional();
 
+/** The lowest driver MiB per GiB sold in the GPU table (an A10: 23,028 of 24,576): the bundles filter's slack. */
+const VAST_SOLD_TO_DRIVER = 0.93;
+
 export const VastOfferSchema = z.object({
   id: z.number().int(),
   gpu_name: z.string(),
   num_gpus: z.number().int().positive(),
-  /** MB over all cards */
+  /** MiB over all cards, as the driver reports them (a 4090: 24564) */
   gpu_total_ram: z.number().nonnegative(),
   /** GB/s per card */
   gpu_mem_bw: nullableNumber,
@@ -115,11 +120,14 @@ export const BundlesResponseSchema = z.object({ offers: z.array(z.unknown()) });
 /** A Vast offer in gpulease's terms, or null when it is an unwanted card or misses the query. */
 export function toOffer(offer: VastOffer, query: OfferQuery): ProviderOffer | null {
   if (isUnwantedGpu(offer.gpu_name)) return null;
-  const vramGb = Math.round(offer.gpu_total_ram / 100) / 10;
+  const spec = gpuSpecFor("vast", offer.gpu_name);
+  const memoryMib = Math.floor(offer.gpu_total_ram);
+  // The size the cards are sold as: the table's, else the driver's MiB in whole GiB (24564 -> 24).
+  const vramGb = spec ? spec.vram_gb * offer.num_gpus : Math.round(memoryMib / 1024);
   // The bundles filters should already hold; checked again so a loose answer cannot slip through.
   if (query.gpu && !nameMatches(offer.gpu_name, query.gpu) && !vastGpuNames(query.gpu).includes(offer.gpu_name))
     return null;
-  if (query.vram_gb !== undefined && offer.gpu_total_ram < query.vram_gb * 1000) return null;
+  if (query.vram_gb !== undefined && vramGb < query.vram_gb) return null;
   if (query.gpu_count !== undefined && offer.num_gpus !== query.gpu_count) return null;
   if (query.max_price_usd !== undefined && offer.dph_total > query.max_price_usd) return null;
   const inetDown = offer.inet_down ?? 0;
@@ -127,9 +135,10 @@ export function toOffer(offer: VastOffer, query: OfferQuery): ProviderOffer | nu
     offer_id: `vast:${offer.id}`,
     provider: "vast",
     gpu: offer.gpu_name,
-    gpu_key: gpuSpecFor("vast", offer.gpu_name)?.key ?? null,
+    gpu_key: spec?.key ?? null,
     gpu_count: offer.num_gpus,
     vram_gb: vramGb,
+    memory_mib: memoryMib,
     price_per_hour: offer.dph_total,
     currency: "USD",
     cloud: null,

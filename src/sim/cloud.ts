@@ -1,9 +1,11 @@
 import { DurableObject } from "cloudflare:workers";
 import { z } from "zod";
 import { loadSettings } from "../config";
+import { gpuSpecByKey } from "../providers/gpus";
 import type { OllamaProbe } from "../providers/types";
 import { SIM_CATALOGUE, simGpuType } from "./catalogue";
 import { CloudModel, type ModelMachine, type ModelState, type TerminateOutcome } from "./model";
+import type { GpuMemory } from "./ollama/machine";
 import { type SimOllama, type SimOllamaSummary, simOllama, simOllamaMeta, simOllamaSummary } from "./ollama/sim";
 import {
   applyConfigPatch,
@@ -342,13 +344,14 @@ export class SimCloud extends DurableObject<Env> {
   }
 
   /** When the machine's server began listening and the VRAM it has; null while it does not listen. */
-  #ollamaHost(machine: ModelMachine): { upAt: number; vramBytes: number | null } | null {
+  #ollamaHost(machine: ModelMachine): { upAt: number; gpus: GpuMemory | null } | null {
     const runningSince = this.#model.runningSince(machine.id);
     if (this.#model.state(machine.id) !== "running" || runningSince === null) return null;
     const upAt = runningSince + readyMsOf(machine);
     if (this.#model.now() < upAt) return null;
     const type = simGpuType(machine.offerKey);
-    return { upAt, vramBytes: type ? type.vram_gb * 1024 ** 3 * machine.gpuCount : null };
+    const spec = type ? gpuSpecByKey(type.slug) : undefined;
+    return { upAt, gpus: spec ? { count: machine.gpuCount, memoryMib: spec.memory_mib } : null };
   }
 
   #save(): void {

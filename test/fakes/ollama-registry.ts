@@ -121,19 +121,28 @@ class ByteWriter {
   }
 }
 
+/** One entry of the tensor list after the KVs: its name, shape (ne0 first) and ggml type id. */
+export interface GgufTensor {
+  name: string;
+  dims: number[];
+  /** ggml type: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 12 Q4_K, 14 Q6_K, ... */
+  type: number;
+}
+
 export interface GgufHeaderOptions {
   kvs: GgufKv[];
-  tensorCount?: number;
+  /** the tensor list written after the KVs (the count is its length) */
+  tensors?: GgufTensor[];
   version?: number;
   bigEndian?: boolean;
 }
 
 /** The bytes a GGUF file starts with: magic, version, tensor and KV counts, then the KV pairs. */
-export function ggufHeader({ kvs, tensorCount = 0, version = 3, bigEndian = false }: GgufHeaderOptions): Uint8Array {
+export function ggufHeader({ kvs, tensors = [], version = 3, bigEndian = false }: GgufHeaderOptions): Uint8Array {
   const w = new ByteWriter(!bigEndian);
   w.scalar("u32", 0x46554747); // "GGUF" little-endian, "FUGG" when the file is big-endian
   w.scalar("u32", version);
-  w.scalar("u64", tensorCount);
+  w.scalar("u64", tensors.length);
   w.scalar("u64", kvs.length);
   for (const [key, value] of kvs) {
     w.string(key);
@@ -149,6 +158,15 @@ export function ggufHeader({ kvs, tensorCount = 0, version = 3, bigEndian = fals
         else w.scalar(value.of, Number(item));
       }
     } else w.scalar(value.type, value.value);
+  }
+  let offset = 0;
+  for (const tensor of tensors) {
+    w.string(tensor.name);
+    w.scalar("u32", tensor.dims.length);
+    for (const d of tensor.dims) w.scalar("u64", d);
+    w.scalar("u32", tensor.type);
+    w.scalar("u64", offset);
+    offset += 32;
   }
   return w.bytes();
 }
@@ -203,6 +221,13 @@ const cached = <T>(make: () => T): (() => T) => {
 
 const small = (mediaType: string, size: number): FakeLayer => ({ mediaType, size });
 
+/** A params layer as Ollama writes it: the Modelfile's PARAMETERs as JSON, padded with spaces to `size`. */
+export const paramsLayer = (params: Record<string, unknown>, size?: number): FakeLayer => {
+  const json = JSON.stringify(params);
+  const bytes = new TextEncoder().encode(json.padEnd(size ?? json.length, " "));
+  return { mediaType: "application/vnd.ollama.image.params", size: bytes.length, head: () => bytes };
+};
+
 /** llama3.2:1b as the library serves it: Q8_0, 1,321,082,688 bytes, every key the estimate needs before the tokenizer. */
 const llama32_1b: FakeModel = {
   host: "registry.ollama.ai",
@@ -215,7 +240,10 @@ const llama32_1b: FakeModel = {
       size: 1_321_082_688,
       head: cached(() =>
         ggufHeader({
-          tensorCount: 147,
+          tensors: [
+            { name: "token_embd.weight", dims: [2048, 128_256], type: 8 },
+            { name: "output_norm.weight", dims: [2048], type: 0 },
+          ],
           kvs: [
             ["general.architecture", str("llama")],
             ["general.type", str("model")],
@@ -247,7 +275,7 @@ const llama32_1b: FakeModel = {
     small("application/vnd.ollama.image.template", 1429),
     small("application/vnd.ollama.image.license", 7711),
     small("application/vnd.ollama.image.license", 6016),
-    small("application/vnd.ollama.image.params", 96),
+    paramsLayer({ stop: ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"] }, 96),
   ],
 };
 
@@ -263,7 +291,11 @@ const qwen25_32b: FakeModel = {
       size: 19_851_335_840,
       head: cached(() =>
         ggufHeader({
-          tensorCount: 771,
+          tensors: [
+            { name: "token_embd.weight", dims: [5120, 152_064], type: 12 },
+            { name: "output.weight", dims: [5120, 152_064], type: 14 },
+            { name: "output_norm.weight", dims: [5120], type: 0 },
+          ],
           kvs: [
             ["general.architecture", str("qwen2")],
             ["general.type", str("model")],
@@ -294,6 +326,48 @@ const qwen25_32b: FakeModel = {
 };
 
 /**
+ * qwen2.5:72b: Q4_K_M, 47,415,713,568 bytes. Sold-as-48-GB cards (L40S, A40: 46,068 MiB) cannot
+ * hold it whole at any context; an 80 GB card can.
+ */
+const qwen25_72b: FakeModel = {
+  host: "registry.ollama.ai",
+  namespace: "library",
+  name: "qwen2.5",
+  tag: "72b",
+  layers: [
+    {
+      mediaType: "application/vnd.ollama.image.model",
+      size: 47_415_713_568,
+      head: cached(() =>
+        ggufHeader({
+          tensors: [
+            { name: "token_embd.weight", dims: [8192, 152_064], type: 12 },
+            { name: "output.weight", dims: [8192, 152_064], type: 14 },
+          ],
+          kvs: [
+            ["general.architecture", str("qwen2")],
+            ["general.type", str("model")],
+            ["general.name", str("Qwen2.5 72B Instruct")],
+            ["qwen2.block_count", u32(80)],
+            ["qwen2.context_length", u32(32_768)],
+            ["qwen2.embedding_length", u32(8192)],
+            ["qwen2.feed_forward_length", u32(29_568)],
+            ["qwen2.attention.head_count", u32(64)],
+            ["qwen2.attention.head_count_kv", u32(8)],
+            ["qwen2.rope.freq_base", f32(1_000_000)],
+            ["general.file_type", u32(15)],
+            ...tokenizerKvs(152_064, 151_387, "qwen2"),
+            ["general.quantization_version", u32(2)],
+          ],
+        }),
+      ),
+    },
+    small("application/vnd.ollama.image.template", 1482),
+    small("application/vnd.ollama.image.license", 11_343),
+  ],
+};
+
+/**
  * A Hugging Face GGUF, an older conversion: no vocab_size, key_length or value_length, and its
  * tokenizer written before the architecture's keys, so the header runs past the first range.
  */
@@ -308,7 +382,7 @@ const hfLlama32_3b: FakeModel = {
       size: 2_019_377_696,
       head: cached(() =>
         ggufHeader({
-          tensorCount: 255,
+          tensors: [{ name: "token_embd.weight", dims: [3072, 128_256], type: 12 }],
           kvs: [
             ["general.architecture", str("llama")],
             ["general.name", str("Llama 3.2 3B Instruct")],
@@ -328,7 +402,7 @@ const hfLlama32_3b: FakeModel = {
       ),
     },
     small("application/vnd.ollama.image.template", 1322),
-    small("application/vnd.ollama.image.params", 105),
+    paramsLayer({ stop: ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"], temperature: 0.6 }, 105),
   ],
 };
 
@@ -368,7 +442,7 @@ const mlxOnly: FakeModel = {
   ],
 };
 
-export const FAKE_MODELS = { llama32_1b, qwen25_32b, hfLlama32_3b, bloated, mlxOnly } as const;
+export const FAKE_MODELS = { llama32_1b, qwen25_32b, qwen25_72b, hfLlama32_3b, bloated, mlxOnly } as const;
 
 // ---------------------------------------------------------------------------------------------
 // The registry.

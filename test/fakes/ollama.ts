@@ -2,6 +2,7 @@ import { OLLAMA_VERSION, serveOllama } from "../../src/sim/ollama/http";
 import {
   DEFAULT_SWITCHES,
   emptyState,
+  type GpuMemory,
   OllamaMachine,
   type OllamaState,
   type OllamaSwitches,
@@ -26,7 +27,8 @@ export interface OllamaHostInfo {
   /** the container's environment as the provider stores it */
   env: Record<string, string>;
   /** all GPUs together; null: unknown (everything fits) */
-  vramBytes: number | null;
+  /** the machine's cards, their memory as the driver reports it; null: unknown (then everything fits) */
+  gpus: GpuMemory | null;
   image: string | null;
 }
 
@@ -151,7 +153,7 @@ export class FakeOllama {
       now: this.now,
       upAt: host.upAt,
       env: parseEnv(host.env),
-      vramBytes: host.vramBytes,
+      gpus: host.gpus,
       get switches() {
         return { ...fake.switches, ...overrides.get(id) };
       },

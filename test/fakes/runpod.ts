@@ -151,7 +151,10 @@ export interface FakeGpuType {
   id: string;
   displayName: string;
   manufacturer: "Nvidia" | "AMD";
+  /** what RunPod says: the size the card is sold as (48 for an A40) */
   memoryInGb: number;
+  /** what the pod's driver reports (nvidia-smi memory.total, MiB): what a model must fit in */
+  memoryMib: number;
   secureCloud: boolean;
   communityCloud: boolean;
   securePrice: number | null;
@@ -170,6 +173,7 @@ const gpuType = (
   id: string,
   displayName: string,
   memoryInGb: number,
+  memoryMib: number,
   securePrice: number | null,
   communityPrice: number | null,
   manufacturer: "Nvidia" | "AMD" = "Nvidia",
@@ -178,6 +182,7 @@ const gpuType = (
   displayName,
   manufacturer,
   memoryInGb,
+  memoryMib,
   secureCloud: securePrice !== null,
   communityCloud: communityPrice !== null,
   securePrice,
@@ -187,13 +192,13 @@ const gpuType = (
 
 /** A small catalogue: in stock, out of stock ("None" and null), AMD, and a type whose display name is not its id. */
 export const defaultGpuTypes = (): FakeGpuType[] => [
-  gpuType("NVIDIA GeForce RTX 4090", "RTX 4090", 24, 0.69, 0.34),
-  gpuType("NVIDIA A40", "A40", 48, 0.4, 0.35),
-  gpuType("NVIDIA H100 80GB HBM3", "H100 SXM", 80, 2.99, null),
-  gpuType("NVIDIA L40S", "L40S", 48, 0.86, 0.79),
-  gpuType("AMD Instinct MI300X OAM", "MI300X", 192, 2.49, null, "AMD"),
+  gpuType("NVIDIA GeForce RTX 4090", "RTX 4090", 24, 24_564, 0.69, 0.34),
+  gpuType("NVIDIA A40", "A40", 48, 46_068, 0.4, 0.35),
+  gpuType("NVIDIA H100 80GB HBM3", "H100 SXM", 80, 81_559, 2.99, null),
+  gpuType("NVIDIA L40S", "L40S", 48, 46_068, 0.86, 0.79),
+  gpuType("AMD Instinct MI300X OAM", "MI300X", 192, 196_288, 2.49, null, "AMD"),
   // docs/providers.md#gpu-names: "RTX PRO 4500" here, "NVIDIA RTX PRO 4500 Blackwell" as the id and elsewhere
-  gpuType("NVIDIA RTX PRO 4500 Blackwell", "RTX PRO 4500", 32, 0.49, null),
+  gpuType("NVIDIA RTX PRO 4500 Blackwell", "RTX PRO 4500", 32, 32_623, 0.49, null),
 ];
 
 export const defaultDataCenters = (): FakeDataCenter[] => [
@@ -355,7 +360,7 @@ export class RunpodFake implements FakeService {
             ? null
             : since + this.quirks.runtimeWithoutPortsMs + this.quirks.ollamaListenDelayMs,
         env: envOf((m.meta.env as string[] | undefined) ?? []),
-        vramBytes: type ? type.memoryInGb * 1024 ** 3 * m.gpuCount : null,
+        gpus: type ? { count: m.gpuCount, memoryMib: type.memoryMib } : null,
         image: typeof m.meta.imageName === "string" ? m.meta.imageName : null,
       };
     },

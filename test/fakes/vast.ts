@@ -274,7 +274,7 @@ export class VastFake implements FakeService {
           return {
             upAt: since === null ? null : since + this.quirks.ollamaDelayMs,
             env: meta.env,
-            vramBytes: meta.gpuRamMb * 1024 ** 2 * m.gpuCount,
+            gpus: { count: m.gpuCount, memoryMib: meta.gpuRamMb },
             image: meta.image,
           };
         },

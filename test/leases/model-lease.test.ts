@@ -235,8 +235,8 @@ describe("a model that cannot serve stops the lease at once, with Ollama's words
     const stopped = await drive(lease.id, "stopped");
     expect(stopped.stop_reason).toBe("start_failed");
     expect(stopped.error).toContain("does not fit in GPU memory");
-    // half of the loaded size (1.51 GB at 4,096 tokens) on the GPU
-    expect(stopped.error).toMatch(/0\.8 of 1\.5 GB on the GPU/);
+    // half of the loaded size (1.73 GB at 4,096 tokens: weights, KV cache and compute buffer) on the GPU
+    expect(stopped.error).toMatch(/0\.9 of 1\.7 GB on the GPU/);
     expect(stopped.running_at).toBeNull();
     expect(stopped.teardown_verified_at).not.toBeNull();
     expect(await simMachine(lease.provider_ref!)).toBeNull();

@@ -58,7 +58,7 @@ beforeEach(async () => {
 afterEach(() => fakes.restore());
 
 describe("model facts from the registry", () => {
-  it("reads llama3.2:1b's manifest, follows the blob's redirect and reads its GGUF header in one range", async () => {
+  it("reads llama3.2:1b's manifest, follows the blob's redirect, reads its GGUF header to the tensor list, and its params", async () => {
     const got = await facts("llama3.2:1b");
     expect(got).toEqual({
       name: "llama3.2:1b",
@@ -74,6 +74,14 @@ describe("model facts from the registry", () => {
         value_length: 64,
         context_length: 131_072,
         vocab_size: 128_256,
+        token_embd_bytes: 279_085_056,
+        output_bytes: null,
+        output_tied: true,
+        sliding_window: null,
+        sliding_window_pattern: null,
+        expert_count: null,
+        expert_used_count: null,
+        params_num_ctx: null,
       },
     } satisfies ModelFacts);
     expect(got.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
@@ -88,8 +96,12 @@ describe("model facts from the registry", () => {
     // the 307's Location, with the Range header carried over
     expect(cdn).toMatchObject({ kind: "cdn", range: "bytes=0-1048575" });
     expect(cdn?.url).toContain("https://r2.registry-cdn.fake/blobs/sha256/");
-    expect(rest).toEqual([]);
-    expect(needOf(got, 4096)).toMatchObject({ weights_gb: 1.4, context_length: 4096, vram_need_gb: 2.2 });
+    // the tokenizer comes before the tensor list: more ranges of the same blob, then the params layer
+    const params = rest.slice(-2);
+    expect(params.map((r) => r.kind)).toEqual(["blob", "cdn"]);
+    expect(params[0]!.url).not.toBe(blob!.url);
+    expect(rest.slice(0, -2).every((r) => r.kind === "cdn" && r.url === cdn!.url)).toBe(true);
+    expect(needOf(got, 4096)).toMatchObject({ weights_gb: 1.4, context_length: 4096, vram_need_gb: 3.06 });
   });
 
   it("serves a name from the cache for a day without asking the registry again", async () => {
@@ -149,7 +161,7 @@ describe("model facts from the registry", () => {
 
   it("reads past the first range when the header is bigger, in contiguous ranges each twice the last", async () => {
     const got = await facts("hf.co/bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M");
-    expect(got.arch).toEqual({
+    expect(got.arch).toMatchObject({
       architecture: "llama",
       block_count: 28,
       embedding_length: 3072,
@@ -163,17 +175,23 @@ describe("model facts from the registry", () => {
     expect(got.weights_bytes).toBe(2_019_377_696);
     expect(registry.requests[0]?.url).toBe("https://hf.co/v2/bartowski/Llama-3.2-3B-Instruct-GGUF/manifests/Q4_K_M");
     // hf.co redirects once (302); the later ranges go straight to the CDN's URL, as Ollama does
-    expect(ranges("blob")).toEqual([[0, MIB - 1]]);
+    // then the params layer's 105 bytes, once
+    expect(ranges("blob")).toEqual([
+      [0, MIB - 1],
+      [0, 104],
+    ]);
     expect(ranges("cdn")).toEqual([
       [0, MIB - 1],
       [MIB, 3 * MIB - 1],
       [3 * MIB, 7 * MIB - 1],
+      [0, 104],
     ]);
     expect(
       registry.requests.filter((r) => r.kind === "cdn").every((r) => r.url.includes("cas-bridge.hf-cdn.fake")),
     ).toBe(true);
-    // weights 2,019,377,696 + KV 939,524,096 + graph 444,598,272 + buffer 105,675,064 + 457 MiB = 3.71 GiB
-    expect(needOf(got, 8192).vram_need_gb).toBe(3.8);
+    expect(got.arch).toMatchObject({ token_embd_bytes: 221_626_368, output_tied: true, params_num_ctx: null });
+    // weights 2,019,377,696 (tied: all on the GPU) + KV 939,524,096 + compute 277,348,352 + 1 GiB + 457 MiB
+    expect(needOf(got, 8192).vram_need_gb).toBe(4.47);
   });
 
   it("reads a header from a CDN that ignores Range, and stops reading once it has it", async () => {

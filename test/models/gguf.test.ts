@@ -28,7 +28,7 @@ const minimal = (extra: GgufKv[] = []): GgufKv[] => [
 ];
 
 describe("GGUF header reader", () => {
-  it("reads llama3.2:1b's keys and stops before the tokenizer it does not need", async () => {
+  it("reads llama3.2:1b's keys, then its tensor list past the tokenizer: the embedding is shared with the output", async () => {
     const head = headOf(FAKE_MODELS.llama32_1b);
     const source = chunks(head, 64 * 1024);
     expect(await readGgufArch(source, 32 * MIB)).toEqual({
@@ -41,12 +41,19 @@ describe("GGUF header reader", () => {
       value_length: 64,
       context_length: 131_072,
       vocab_size: 128_256,
+      token_embd_bytes: 279_085_056, // 2048 × 128256 in Q8_0 (34 bytes per 32)
+      output_bytes: null,
+      output_tied: true,
+      sliding_window: null,
+      sliding_window_pattern: null,
+      expert_count: null,
+      expert_used_count: null,
     });
     expect(head.length).toBeGreaterThan(4 * MIB); // the tokenizer arrays
-    expect(source.served()).toBe(64 * 1024); // one chunk: every key comes before them
+    expect(source.served()).toBe(head.length); // the tensor list comes after them
   });
 
-  it("goes through qwen2.5:32b's whole tokenizer (MBs) to learn it has no key_length", async () => {
+  it("goes through qwen2.5:32b's whole tokenizer (MBs) to its tensor list", async () => {
     const head = headOf(FAKE_MODELS.qwen25_32b);
     for (const size of [4093, 1 * MIB]) {
       const source = chunks(head, size);
@@ -60,6 +67,13 @@ describe("GGUF header reader", () => {
         value_length: null,
         context_length: 32_768,
         vocab_size: 152_064, // the tokenizer's length: there is no qwen2.vocab_size
+        token_embd_bytes: 437_944_320, // 5120 × 152064 in Q4_K (144 bytes per 256)
+        output_bytes: 638_668_800, // Q6_K (210 bytes per 256)
+        output_tied: false,
+        sliding_window: null,
+        sliding_window_pattern: null,
+        expert_count: null,
+        expert_used_count: null,
       });
       expect(source.served()).toBe(head.length);
     }

@@ -1,8 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { type ModelFacts, needOf, vramNeedBytes, vramNeedGb } from "../../src/models/need";
-
-const MIB = 1024 ** 2;
-const GIB = 1024 ** 3;
+import { contextFor, fitOnCards, type ModelFacts, needOf, singleCardNeedBytes } from "../../src/models/need";
+import { runnerFit } from "../../src/models/runner";
 
 // As the registry and the GGUF headers give them (test/fakes/ollama-registry.ts has the headers).
 const llama32_1b: ModelFacts = {
@@ -39,113 +37,85 @@ const qwen25_32b: ModelFacts = {
   },
 };
 
-describe("VRAM need (Ollama's memory estimate, docs/models.md)", () => {
-  it("llama3.2:1b at 4096 on one card: 2.2 GiB", () => {
-    // KV     = 16 layers × 4096 × (64 + 64) × 8 heads × 2 B         =   134,217,728
-    // graph  = max(4·512·(1 + 4·2048 + 4096·33), 4·512·(2048 + 128256)) = 293,603,328
-    // buffer = ⌈1,321,082,688 / 16⌉ + 4096 × 128 × 8 × 2              =    90,956,276
-    // card   = 457 MiB                                                =   479,199,232
-    // total  = 1,321,082,688 + 134,217,728 + 293,603,328 + 90,956,276 + 479,199,232
-    expect(vramNeedBytes(llama32_1b, 4096)).toBe(2_319_059_252);
-    expect(vramNeedGb(llama32_1b, 4096)).toBe(2.2); // 2.1598 GiB
+describe("VRAM need (the pinned runner's rule, docs/models.md#the-runners-rule)", () => {
+  it("llama3.2:1b at 4096 on one card: 3.06 GiB of the card's memory", () => {
+    // weights  (no tensor list read: the whole file on the GPU)          = 1,321,082,688
+    // KV       = 16 layers × 4096 × (64 + 64) × 8 heads × 2 B             =   134,217,728
+    // compute  = 512 × 128256 × 4 + 512 × 2048 × 4 + 4096 × 512 × 2       =   271,056,896
+    // margin   = 1024 MiB, reserve = 457 MiB                              = 1,552,941,056
+    expect(singleCardNeedBytes(llama32_1b, 4096)).toBe(3_279_298_368);
     expect(needOf(llama32_1b, 4096)).toEqual({
       name: "llama3.2:1b",
       digest: llama32_1b.digest,
-      weights_gb: 1.4, // 1.321 GB, rounded up
+      weights_gb: 1.4,
       context_length: 4096,
-      vram_need_gb: 2.2,
+      vram_need_gb: 3.06,
     });
   });
 
-  it("qwen2.5:32b at 32768: 30.0 GiB on one card, 34.7 GiB over two (17.3 each: 2 × 24 GB fits)", () => {
-    // KV     = 64 × 32768 × (128 + 128) × 8 × 2                     = 8,589,934,592
-    // graph  = 4·512·(1 + 2·5120 + 32768 + 32768·40)  (qwen2, full)   = 2,772,436,992
-    // buffer = ⌈19,851,335,840 / 64⌉ + 134,217,728                   =   444,394,851
-    expect(vramNeedBytes(qwen25_32b, 32_768)).toBe(32_137_301_507);
-    expect(vramNeedGb(qwen25_32b, 32_768)).toBe(30.0); // 29.93 GiB
-    // two cards: the partial graph on each, 4·(512·(1 + 10240 + 32768·41) + 5120·32769) = 3,443,546,112,
-    // and each card its own 457 MiB and layer buffer
-    expect(vramNeedBytes(qwen25_32b, 32_768, 2)).toBe(37_175_550_822);
-    expect(vramNeedGb(qwen25_32b, 32_768, 2)).toBe(34.7); // 34.62 GiB
-    expect(vramNeedGb(qwen25_32b, 32_768, 2) / 2).toBeLessThanOrEqual(24);
-    expect(vramNeedGb(qwen25_32b, 32_768)).toBeGreaterThan(24);
-  });
-
-  it("stays at most 3 % above what Ollama itself reported for the same model build", () => {
-    // /api/ps `size` of qwen2.5-coder:32b (qwen2, Q4_K_M, the same shape and size as qwen2.5:32b)
-    // on one card under Ollama 0.5–0.6, in MiB, as posted on Ollama's GitHub (docs/models.md,
-    // "Checked against Ollama"). The gap is the token embedding: it stays in host memory but
-    // counts in the file's size.
-    const ollama: [number, number][] = [
-      [2048, 20_090],
-      [4096, 20_651],
-      [8192, 22_019],
-      [16_384, 24_755],
-    ];
-    for (const [context, mib] of ollama) {
-      const ratio = vramNeedBytes(qwen25_32b, context) / (mib * MIB);
-      expect(ratio, `num_ctx ${context}`).toBeGreaterThanOrEqual(1);
-      expect(ratio, `num_ctx ${context}`).toBeLessThan(1.03);
-    }
-    expect(vramNeedBytes(qwen25_32b, 4096)).toBe(22_096_137_731); // 21,072.5 MiB against Ollama's 20,651
+  it("leaves the input token embedding on the CPU unless the output shares it", () => {
+    const split: ModelFacts = {
+      ...qwen25_32b,
+      arch: { ...qwen25_32b.arch, token_embd_bytes: 437_944_320, output_bytes: 638_668_800, output_tied: false },
+    };
+    const tied: ModelFacts = { ...split, arch: { ...split.arch, output_tied: true } };
+    expect(singleCardNeedBytes(tied, 4096) - singleCardNeedBytes(split, 4096)).toBe(437_944_320);
   });
 
   it("runs the model at its trained context at most, as Ollama does", () => {
-    expect(vramNeedBytes(qwen25_32b, 65_536)).toBe(vramNeedBytes(qwen25_32b, 32_768));
+    expect(singleCardNeedBytes(qwen25_32b, 65_536)).toBe(singleCardNeedBytes(qwen25_32b, 32_768));
     expect(needOf(qwen25_32b, 65_536).context_length).toBe(32_768);
   });
 
-  it("defaults to Ollama's 4096 when no context is asked", () => {
-    expect(needOf(qwen25_32b, null)).toEqual({
-      name: "qwen2.5:32b",
-      digest: qwen25_32b.digest,
-      weights_gb: 19.9,
-      context_length: 4096,
-      vram_need_gb: 20.6, // 22,096,137,731 B = 20.58 GiB
-    });
+  it("defaults to Ollama's 4096 when no context is asked, and the model's own num_ctx wins", () => {
+    expect(needOf(qwen25_32b, null).context_length).toBe(4096);
+    const own: ModelFacts = { ...qwen25_32b, arch: { ...qwen25_32b.arch, params_num_ctx: 8192 } };
+    expect(contextFor(own, null)).toBe(8192);
+    expect(contextFor(own, 16_384)).toBe(8192);
+    expect(needOf(own, null).vram_need_gb).toBe(needOf(qwen25_32b, 8192).vram_need_gb);
   });
 
-  it("grows with the context by the KV cache and the graph", () => {
-    const at = (context: number) => vramNeedBytes(llama32_1b, context);
-    // 4096 → 8192: KV +134,217,728, its one-layer share +8,388,608, graph 4·512·4096·33 = +276,824,064
-    expect(at(8192) - at(4096)).toBe(134_217_728 + 8_388_608 + 276_824_064);
-    expect(vramNeedGb(llama32_1b, 131_072)).toBeGreaterThan(vramNeedGb(llama32_1b, 8192));
+  it("pads the context to 256 as llama.cpp does", () => {
+    expect(runnerFit(llama32_1b, 4000, { count: 1, memoryMib: 24_564, flashAttention: true }).context).toBe(4096);
+    expect(singleCardNeedBytes(llama32_1b, 4000)).toBe(singleCardNeedBytes(llama32_1b, 4096));
   });
 
-  it("uses Ollama's fallback graph (gqa × KV / 6) for an architecture GraphSize has no case for", () => {
-    const qwen3: ModelFacts = {
-      ...llama32_1b,
-      name: "qwen3:8b",
-      weights_bytes: 5_225_374_976,
-      arch: {
-        architecture: "qwen3",
-        block_count: 36,
-        embedding_length: 4096,
-        head_count: 32,
-        head_count_kv: 8,
-        key_length: 128,
-        value_length: 128,
-        context_length: 40_960,
-        vocab_size: 151_936,
-      },
-    };
-    const kv = 36 * 4096 * 256 * 8 * 2; // 603,979,776
-    const graph = Math.floor((4 * kv) / 6); // gqa 32 / 8 = 4 → 402,653,184
-    const buffer = Math.ceil(5_225_374_976 / 36) + kv / 36;
-    expect(vramNeedBytes(qwen3, 4096)).toBe(5_225_374_976 + kv + 457 * MIB + buffer + graph);
+  it("grows with the context by the KV cache and the mask, not the old quadratic graph", () => {
+    const at = (context: number) => singleCardNeedBytes(llama32_1b, context);
+    // 4096 → 8192: KV 16 × 4096 × 128 × 8 × 2 = 134,217,728; mask 4096 × 512 × 2 = 4,194,304
+    expect(at(8192) - at(4096)).toBe(134_217_728 + 4_194_304);
   });
 
-  it("counts key_length/value_length where the header has them, else embedding / heads", () => {
-    const wide: ModelFacts = { ...llama32_1b, arch: { ...llama32_1b.arch, key_length: 128, value_length: 128 } };
-    const kvGrowth = 16 * 4096 * (256 - 128) * 8 * 2;
-    expect(vramNeedBytes(wide, 4096) - vramNeedBytes(llama32_1b, 4096)).toBe(kvGrowth + kvGrowth / 16);
+  it("picks the batch Ollama picks: 1024 above 4096 tokens and 2048 above 32768 when the card has room", () => {
+    const h100 = { count: 1, memoryMib: 81_559, flashAttention: true };
+    expect(runnerFit(llama32_1b, 4096, h100).ubatch).toBe(512);
+    expect(runnerFit(llama32_1b, 8192, h100).ubatch).toBe(1024);
+    expect(runnerFit(llama32_1b, 65_536, h100).ubatch).toBe(2048);
+    // a tight card: qwen2.5:32b's prediction takes more than 75 % of an A10, so the batch stays 512
+    expect(runnerFit(qwen25_32b, 8192, { count: 1, memoryMib: 23_028, flashAttention: true }).ubatch).toBe(512);
   });
 
-  it("adds a card's minimum, layer buffer and graph for every card a load is split over", () => {
-    const one = vramNeedBytes(llama32_1b, 4096, 1);
-    const four = vramNeedBytes(llama32_1b, 4096, 4);
-    expect(four).toBeGreaterThan(one);
-    expect(vramNeedBytes(llama32_1b, 4096, 0)).toBe(one);
-    expect(vramNeedGb(llama32_1b, 4096, 4)).toBe(Math.ceil((four / GIB) * 10) / 10);
+  it("uses the older graph formula where the card cannot run flash attention", () => {
+    const noFa = runnerFit(qwen25_32b, 8192, { count: 1, memoryMib: 81_559, flashAttention: false });
+    const fa = runnerFit(qwen25_32b, 8192, { count: 1, memoryMib: 81_559, flashAttention: true });
+    expect(noFa.ubatch).toBe(512);
+    expect(noFa.cards[0]!.compute).toBeGreaterThan(fa.cards[0]!.compute);
+  });
+
+  it("puts a model on one of several cards when Ollama's prediction takes at most 80 % of it", () => {
+    const two = fitOnCards(llama32_1b, 4096, 2, 24_564);
+    expect(two.placement).toBe("single");
+    expect(two.fits).toBe(true);
+  });
+
+  it("splits a model that one card cannot hold over several, the last card holding the output layer", () => {
+    const one = fitOnCards(qwen25_32b, 32_768, 1, 24_564);
+    const two = fitOnCards(qwen25_32b, 32_768, 2, 24_564);
+    expect(one.fits).toBe(false);
+    expect(two.placement).toBe("split");
+    expect(two.fits).toBe(true);
+    expect(two.layersOnGpu).toBe(64);
+    expect(two.cards[1]!.compute).toBeGreaterThan(two.cards[0]!.compute);
+    expect(fitOnCards(qwen25_32b, 32_768, 2, 15_360).fits).toBe(false);
   });
 });

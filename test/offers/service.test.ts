@@ -100,6 +100,7 @@ describe("GET /v1/offers", () => {
       gpu: "RTX 4090",
       gpu_count: 1,
       vram_gb: 24,
+      memory_gib: 23.99, // 24,564 MiB, as the driver reports an RTX 4090
       price_per_hour: 0.69,
       currency: "USD",
       price_per_hour_usd: 0.69,

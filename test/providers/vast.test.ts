@@ -75,7 +75,7 @@ function expectNoSecret(text: string) {
 }
 
 describe("vast offers", () => {
-  it("asks /bundles/ with the filters of docs/providers.md#vast-offers, GPU RAM in MB and the disk sized from the weights", async () => {
+  it("asks /bundles/ with the filters of docs/providers.md#vast-offers, GPU RAM in MiB and the disk sized from the weights", async () => {
     await vast.listOffers({ vram_gb: 24, weights_gb: 18, gpu_count: 1, max_price_usd: 0.8 });
     const [body] = bodiesOf("POST", "/api/v0/bundles/");
     expect(body).toMatchObject({
@@ -86,7 +86,8 @@ describe("vast offers", () => {
       direct_port_count: { gte: 1 },
       cuda_max_good: { gte: 12.4 },
       compute_cap: { gte: 750 },
-      gpu_total_ram: { gte: 24000 },
+      // the driver's MiB are below the size sold (an A10 "24 GB" has 23,028): 24 × 1024 × 0.93
+      gpu_total_ram: { gte: 22_855 },
       num_gpus: { eq: 1 },
       dph_total: { lte: 0.8 },
       type: "on-demand",
@@ -115,7 +116,8 @@ describe("vast offers", () => {
       gpu: "RTX 4090",
       gpu_key: "rtx-4090",
       gpu_count: 1,
-      vram_gb: 24.6,
+      vram_gb: 24,
+      memory_mib: 24_564,
       // dph_base 0.35 + storage 0.2 $/GB/month × 40 GB / 720 h
       price_per_hour: 0.3611,
       currency: "USD",
@@ -141,14 +143,21 @@ describe("vast offers", () => {
     });
   });
 
-  it("filters GPU RAM in MB: 40 GB excludes every 24 GB card", async () => {
+  it("reads gpu_total_ram as MiB and filters by the size sold: 40 GB excludes every 24 GB card", async () => {
     const offers = await vast.listOffers({ vram_gb: 40 });
     expect(offers.map((o) => o.gpu).sort()).toEqual(["A100 PCIE", "H100 SXM"]);
     expect(offers.find((o) => o.gpu === "H100 SXM")).toMatchObject({
       gpu_count: 2,
-      vram_gb: 163.1,
+      vram_gb: 160,
+      memory_mib: 163_118,
       gpu_key: "h100-sxm",
     });
+  });
+
+  it("lists a 48 GB L40S (46,068 MiB) for vram_gb 48, which GPU RAM read as MB / 1000 refused", async () => {
+    fake.offers.push({ ...fake.offers[0]!, id: 77, gpu_name: "L40S", gpu_ram: 46_068, gpu_total_ram: 46_068 });
+    const offers = await vast.listOffers({ vram_gb: 48 });
+    expect(offers.find((o) => o.offer_id === "vast:77")).toMatchObject({ vram_gb: 48, memory_mib: 46_068 });
   });
 
   it("matches the gpu filter as a substring, case-insensitive", async () => {

@@ -54,7 +54,7 @@ describe("the Ollama server on a RunPod fake's pod", () => {
     const size = FAKE_MODELS.llama32_1b.layers.reduce((sum, l) => sum + l.size, 0);
     expect(tags.models).toMatchObject([{ name: "llama3.2:1b", digest: DIGEST, size }]);
     const ps = (await body(await call("/api/ps"))) as { models: Record<string, unknown>[] };
-    expect(ps.models).toMatchObject([{ name: "llama3.2:1b", size_vram: 1_514_020_672, context_length: 4096 }]);
+    expect(ps.models).toMatchObject([{ name: "llama3.2:1b", size_vram: 1_726_357_312, context_length: 4096 }]);
     const one = await body(
       await call("/api/generate", {
         model: "llama3.2:1b",
@@ -181,7 +181,7 @@ describe("the keeper's probe (probeOllama) against the fake", () => {
         body: JSON.stringify({ model: "llama3.2:1b", keep_alive: 0 }),
       }),
     );
-    expect(await probe()).toMatchObject({ phase: "spilled", digest: DIGEST, size_vram: 757_010_336 });
+    expect(await probe()).toMatchObject({ phase: "spilled", digest: DIGEST, size_vram: 863_178_656 });
 
     const failing = runpod({ ...MODEL_ENV, GPULEASE_MODEL: "nosuchmodel:7b" });
     const fetchFailing = ((input: RequestInfo | URL, init?: RequestInit) =>

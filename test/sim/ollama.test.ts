@@ -39,8 +39,8 @@ const LLAMA_1B = {
   digest: "",
   weights: 1_321_082_688,
   manifest: FAKE_MODELS.llama32_1b.layers.reduce((sum, l) => sum + l.size, 0),
-  // weights + f16 KV cache for 4,096 tokens + graph (Ollama reports 1,514,584,145)
-  loaded4k: 1_514_020_672,
+  // weights + f16 KV cache for 4,096 tokens + flash-attention compute buffer, as the runner takes them
+  loaded4k: 1_726_357_312, // weights 1,321,082,688 + KV 134,217,728 + compute 271,056,896 (src/models/runner.ts)
 };
 let fakes: InstalledFakes;
 

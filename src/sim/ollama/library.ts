@@ -1,4 +1,5 @@
 import { parseModelRef } from "../../models/reference";
+import type { ModelFacts } from "../../models/schema";
 
 /**
  * What a simulated Ollama server knows about a model it pulled: the manifest from the registry
@@ -28,8 +29,14 @@ export interface ModelProfile {
   embedding_length: number;
   /** from the GGUF header: what the KV cache per token takes */
   block_count: number;
+  head_count: number;
   head_count_kv: number;
   head_dim: number;
+  vocab_size: number;
+  /** the token embedding's and the output tensor's bytes where the model has its own output (untied) */
+  untied?: { token_embd_bytes: number; output_bytes: number };
+  /** `num_ctx` in the model's params layer: it wins over OLLAMA_CONTEXT_LENGTH */
+  num_ctx?: number;
 }
 
 export interface LibraryModel extends StoredManifest {
@@ -46,8 +53,10 @@ const PROFILES: Record<string, ModelProfile> = {
     context_length: 131_072,
     embedding_length: 2_048,
     block_count: 16,
+    head_count: 32,
     head_count_kv: 8,
     head_dim: 64,
+    vocab_size: 128_256,
   },
   "llama3.2:3b": {
     family: "llama",
@@ -56,8 +65,10 @@ const PROFILES: Record<string, ModelProfile> = {
     context_length: 131_072,
     embedding_length: 3_072,
     block_count: 28,
+    head_count: 24,
     head_count_kv: 8,
     head_dim: 128,
+    vocab_size: 128_256,
   },
   "qwen2.5:7b": {
     family: "qwen2",
@@ -66,8 +77,10 @@ const PROFILES: Record<string, ModelProfile> = {
     context_length: 32_768,
     embedding_length: 3_584,
     block_count: 28,
+    head_count: 28,
     head_count_kv: 4,
     head_dim: 128,
+    vocab_size: 152_064,
   },
   "llama3.1:8b": {
     family: "llama",
@@ -76,8 +89,10 @@ const PROFILES: Record<string, ModelProfile> = {
     context_length: 131_072,
     embedding_length: 4_096,
     block_count: 32,
+    head_count: 32,
     head_count_kv: 8,
     head_dim: 128,
+    vocab_size: 128_256,
   },
   "qwen2.5:32b": {
     family: "qwen2",
@@ -86,8 +101,24 @@ const PROFILES: Record<string, ModelProfile> = {
     context_length: 32_768,
     embedding_length: 5_120,
     block_count: 64,
+    head_count: 40,
     head_count_kv: 8,
     head_dim: 128,
+    vocab_size: 152_064,
+    untied: { token_embd_bytes: 437_944_320, output_bytes: 638_668_800 },
+  },
+  "qwen2.5:72b": {
+    family: "qwen2",
+    parameter_size: "72.7B",
+    quantization_level: "Q4_K_M",
+    context_length: 32_768,
+    embedding_length: 8_192,
+    block_count: 80,
+    head_count: 64,
+    head_count_kv: 8,
+    head_dim: 128,
+    vocab_size: 152_064,
+    untied: { token_embd_bytes: 700_710_912, output_bytes: 1_021_870_080 },
   },
 };
 PROFILES["llama3.2:latest"] = PROFILES["llama3.2:3b"]!;
@@ -103,8 +134,10 @@ function guessedProfile(weightsBytes: number): ModelProfile {
     context_length: 131_072,
     embedding_length: 4_096,
     block_count: Math.min(128, Math.round(16 + 2.5 * gb)),
+    head_count: 32,
     head_count_kv: 8,
     head_dim: 128,
+    vocab_size: 128_256,
   };
 }
 
@@ -128,15 +161,35 @@ export function manifestSize(model: StoredManifest): number {
 }
 
 /**
- * What the loaded model takes (`/api/ps` `size`): the weights, an f16 KV cache for `contextLength`
- * tokens and the compute graph. For llama3.2:1b at 4,096 tokens this gives 1.514 GB, where Ollama
- * reports 1,514,584,145 bytes.
+ * The model as the runner's rule reads it (src/models/runner.ts): the profile's GGUF facts, the
+ * same the fake registry's headers carry (so the worker and the machine size alike).
  */
-export function loadedSize(model: LibraryModel, contextLength: number): number {
-  const { block_count, head_count_kv, head_dim, embedding_length } = model.profile;
-  const kv = 2 * block_count * head_count_kv * head_dim * 2 * contextLength;
-  const graph = 7 * contextLength * embedding_length;
-  return model.model.size + kv + graph;
+export function profileFacts(model: LibraryModel): ModelFacts {
+  const p = model.profile;
+  return {
+    name: model.name,
+    digest: `sha256:${model.digest}`,
+    weights_bytes: model.model.size,
+    arch: {
+      architecture: p.family,
+      block_count: p.block_count,
+      embedding_length: p.embedding_length,
+      head_count: p.head_count,
+      head_count_kv: p.head_count_kv,
+      key_length: p.head_dim,
+      value_length: p.head_dim,
+      context_length: p.context_length,
+      vocab_size: p.vocab_size,
+      token_embd_bytes: p.untied?.token_embd_bytes ?? null,
+      output_bytes: p.untied?.output_bytes ?? null,
+      output_tied: p.untied === undefined,
+      sliding_window: null,
+      sliding_window_pattern: null,
+      expert_count: null,
+      expert_used_count: null,
+      params_num_ctx: p.num_ctx ?? null,
+    },
+  };
 }
 
 /** Tokens per second a single GPU generates at (memory-bound: fewer for larger weights). */

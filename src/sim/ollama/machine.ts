@@ -1,4 +1,5 @@
-import { displayName, type LibraryModel, libraryModel, loadedSize } from "./library";
+import { runnerFit } from "../../models/runner";
+import { displayName, type LibraryModel, libraryModel, profileFacts } from "./library";
 import { MANIFEST_UNKNOWN, type ManifestAnswer } from "./registry";
 
 /**
@@ -18,8 +19,12 @@ import { MANIFEST_UNKNOWN, type ManifestAnswer } from "./registry";
 
 export const MANIFEST_MS = 300;
 const MIB = 1024 ** 2;
-/** what CUDA and Ollama keep for themselves on each GPU */
-const GPU_RESERVE_BYTES = 512 * MIB;
+
+/** A machine's cards: how many, and the memory of each as the driver reports it. */
+export interface GpuMemory {
+  count: number;
+  memoryMib: number;
+}
 
 export interface OllamaSwitches {
   /** bytes per second the machine downloads blobs at */
@@ -127,8 +132,8 @@ export interface OllamaHost {
   /** when `ollama serve` began listening */
   upAt: number;
   env: OllamaEnv;
-  /** all GPUs together; null when unknown (then everything fits) */
-  vramBytes: number | null;
+  /** the cards; null when unknown (then everything fits) */
+  gpus: GpuMemory | null;
   switches: OllamaSwitches;
   /** GET the manifest from the registry (what `ollama pull` does first) */
   manifest(name: string): Promise<ManifestAnswer>;
@@ -359,31 +364,41 @@ export class OllamaMachine {
     }
   }
 
+  /**
+   * The runner's physics (src/models/runner.ts, the rule of the Ollama gpulease pins): the model
+   * takes its weights, KV cache and compute buffer; when a card cannot keep llama.cpp's margin
+   * free, layers go to the CPU and `/api/ps` shows `size_vram < size`.
+   */
   #load(model: LibraryModel, at: number, contextLength: number): Loaded {
-    const size = loadedSize(model, contextLength);
+    const facts = profileFacts(model);
+    const gpus = this.host.gpus ?? { count: 1, memoryMib: Number.MAX_SAFE_INTEGER / MIB };
+    const fit = runnerFit(facts, contextLength, { count: gpus.count, memoryMib: gpus.memoryMib, flashAttention: true });
+    const kv = fit.cards.reduce((sum, c) => sum + c.kv, 0);
+    const compute = fit.cards.reduce((sum, c) => sum + c.compute, 0);
+    const size = model.model.size + kv + compute;
+    const onGpu = fit.fits ? size : Math.floor((size * fit.layersOnGpu) / fit.layers);
     return {
       startedAt: at,
       readyAt: at + Math.round((model.model.size / this.host.switches.loadBytesPerS) * 1000),
       expiresAt: this.host.env.keepAliveMs === null ? null : at + this.host.env.keepAliveMs,
       size,
-      sizeVram: this.#onGpu(size),
+      sizeVram: this.#onGpu(size, onGpu),
       contextLength,
     };
   }
 
-  #onGpu(size: number): number {
+  #onGpu(size: number, byRule: number): number {
     const fraction = this.host.switches.gpuFraction;
     if (fraction !== null) return Math.floor(size * Math.min(1, Math.max(0, fraction)));
-    const vram = this.host.vramBytes;
-    if (vram === null) return size;
-    return Math.max(0, Math.min(size, vram - GPU_RESERVE_BYTES));
+    return byRule;
   }
 
   /** num_ctx, else OLLAMA_CONTEXT_LENGTH, else Ollama's default by VRAM (4k, 32k from 23 GiB, 256k from 47 GiB); at most the model's own. */
   #contextLength(model: LibraryModel, requested: number | null): number {
-    const vram = this.host.vramBytes ?? 0;
+    const vram = this.host.gpus ? this.host.gpus.count * this.host.gpus.memoryMib * MIB : 0;
     const byVram = vram >= 47 * 1024 * MIB ? 262_144 : vram >= 23 * 1024 * MIB ? 32_768 : 4_096;
-    const wanted = requested ?? this.host.env.contextLength ?? byVram;
+    // A request's num_ctx, else the model's own (its params layer), else OLLAMA_CONTEXT_LENGTH (server/routes.go).
+    const wanted = requested ?? model.profile.num_ctx ?? this.host.env.contextLength ?? byVram;
     return Math.min(wanted, model.profile.context_length);
   }
 }

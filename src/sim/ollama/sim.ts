@@ -5,6 +5,7 @@ import { OLLAMA_VERSION, serveOllama } from "./http";
 import {
   DEFAULT_SWITCHES,
   emptyState,
+  type GpuMemory,
   type OllamaEnv,
   OllamaMachine,
   type OllamaState,
@@ -62,7 +63,7 @@ export interface SimRegistry {
 /** The server of a machine whose server listens (machine.meta.ollama), or null for other templates. */
 export function simOllama(
   machine: ModelMachine,
-  at: { upAt: number; vramBytes: number | null },
+  at: { upAt: number; gpus: GpuMemory | null },
   registry: SimRegistry,
 ): SimOllama | null {
   const meta = metaOf(machine);
@@ -71,7 +72,7 @@ export function simOllama(
     now: () => Date.now(),
     upAt: at.upAt,
     env: meta.env,
-    vramBytes: at.vramBytes,
+    gpus: at.gpus,
     switches: meta.switches,
     manifest: (name) => pullManifest(name, registry.url, registry.fetch),
   });
@@ -87,7 +88,7 @@ export function simOllama(
 /** What GET /v1/sim shows: the probe's view, worked out on a copy (looking changes nothing). */
 export function simOllamaSummary(
   machine: ModelMachine,
-  at: { upAt: number; vramBytes: number | null; now: number } | null,
+  at: { upAt: number; gpus: GpuMemory | null; now: number } | null,
 ): SimOllamaSummary | null {
   const meta = metaOf(machine);
   if (!meta) return null;
@@ -96,7 +97,7 @@ export function simOllamaSummary(
     now: () => at.now,
     upAt: at.upAt,
     env: meta.env,
-    vramBytes: at.vramBytes,
+    gpus: at.gpus,
     switches: meta.switches,
     manifest: async () => ({ ok: false, error: "not looked up" }),
   });
