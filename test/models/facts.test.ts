@@ -87,7 +87,7 @@ describe("model facts from the registry", () => {
     expect(blob?.url).toMatch(/^https:\/\/registry\.ollama\.ai\/v2\/library\/llama3\.2\/blobs\/sha256:[0-9a-f]{64}$/);
     // the 307's Location, with the Range header carried over
     expect(cdn).toMatchObject({ kind: "cdn", range: "bytes=0-1048575" });
-    expect(cdn?.url).toContain("https://r2.registry-cdn.fake/blobs/sha256/");
+    expect(cdn?.url).toContain("https://dd20bb891979d25aebc8bec07b2b3bbc.r2.cloudflarestorage.com/blobs/sha256/");
     expect(rest).toEqual([]);
     expect(needOf(got, 4096)).toMatchObject({ weights_gb: 1.4, context_length: 4096, vram_need_gb: 2.2 });
   });
@@ -102,6 +102,7 @@ describe("model facts from the registry", () => {
     expect(results).toEqual([
       {
         name: "qwen2.5:32b",
+        registry: "https://registry.ollama.ai",
         digest: first.digest,
         weights_bytes: 19_851_335_840,
         arch: JSON.stringify(first.arch),
@@ -170,7 +171,7 @@ describe("model facts from the registry", () => {
       [3 * MIB, 7 * MIB - 1],
     ]);
     expect(
-      registry.requests.filter((r) => r.kind === "cdn").every((r) => r.url.includes("cas-bridge.hf-cdn.fake")),
+      registry.requests.filter((r) => r.kind === "cdn").every((r) => r.url.includes("cas-bridge.xethub.hf.co")),
     ).toBe(true);
     // weights 2,019,377,696 + KV 939,524,096 + graph 444,598,272 + buffer 105,675,064 + 457 MiB = 3.71 GiB
     expect(needOf(got, 8192).vram_need_gb).toBe(3.8);
