@@ -59,7 +59,6 @@ export function slackBody(event: RenderedEvent): string {
     const what = [lease.name, lease.gpu, lease.provider].filter(Boolean).join(", ");
     parts.push(`lease ${lease.id}${what ? ` (${what})` : ""} ${headline[event.type]}`);
     if (typeof lease.cost === "number") parts.push(`— cost ${lease.cost} ${lease.currency ?? "USD"}`);
-    if (event.type === "lease.running" && lease.access?.urls.length) parts.push(`— ${lease.access.urls.join(" ")}`);
   } else {
     parts.push(headline[event.type]);
   }

@@ -6,3 +6,7 @@ DELETE FROM model_manifests;
 ALTER TABLE model_manifests ADD COLUMN registry TEXT NOT NULL DEFAULT '';
 DROP INDEX model_manifests_digest;
 CREATE INDEX model_manifests_registry_digest ON model_manifests (registry, digest);
+
+-- A `running` event's detail held the machine's own URLs (an Ollama that asks for no key), which
+-- every read token sees in the events; they are now only in the lease's `access`, for its renter.
+UPDATE lease_events SET detail = NULL WHERE kind = 'running';
