@@ -91,3 +91,21 @@ describe("access (the machine's own open Ollama URL) is for the renter and admin
     expect(text).not.toContain("proxy.runpod.net");
   });
 });
+
+describe("Slack text is escaped as Slack documents (&, <, >)", () => {
+  it("a lease name or event detail cannot ping a channel or disguise a link", () => {
+    const text = JSON.parse(
+      slackBody({
+        type: "lease.stopped",
+        data: {
+          lease: { id: "lse_x", name: "<!channel> & co" },
+          detail: "see <https://evil.example|https://runpod.io>",
+        },
+      } as never),
+    ).text as string;
+    expect(text).not.toContain("<!channel>");
+    expect(text).not.toContain("<https://");
+    expect(text).toContain("&lt;!channel&gt; &amp; co");
+    expect(text).toContain("&lt;https://evil.example|https://runpod.io&gt;");
+  });
+});
