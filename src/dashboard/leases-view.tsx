@@ -123,8 +123,7 @@ export function TimeLeft({ view }: { view: LeaseView }) {
 export function AccessList({ view, caller }: { view: LeaseView; caller: Caller }) {
   const lease = leaseFor(caller, view.tokenId, view.lease);
   if (lease.status === "stopped") return <span class="muted">—</span>;
-  if (!rentedByOrAdmin(caller, view.tokenId))
-    return <span class="muted">shown to the token that rented it</span>;
+  if (!rentedByOrAdmin(caller, view.tokenId)) return <span class="muted">shown to the token that rented it</span>;
   const urls = lease.access?.urls ?? [];
   const ssh = lease.access?.ssh;
   if (!urls.length && !ssh) return <span class="muted">{lease.status === "provisioning" ? "not yet" : "—"}</span>;

@@ -40,7 +40,8 @@ export class InjectedUsageFilter {
   private passing = false;
   /** the last character seen, for an event end split across two chunks */
   private last = "";
-  private readonly decoder = new TextDecoder();
+  // A BOM is the machine's byte like any other: kept, so what goes on is what came.
+  private readonly decoder = new TextDecoder("utf-8", { ignoreBOM: true, fatal: false });
   /** events longer than MAX_EVENT_CHARS, passed on unparsed */
   overlong = 0;
 

@@ -57,7 +57,7 @@ export class UsageReader {
   /** the current line went past MAX_LINE_CHARS: the rest of it is skipped, up to its newline */
   private skipping = false;
   private counted: Counted | null = null;
-  private readonly decoder = new TextDecoder();
+  private readonly decoder = new TextDecoder("utf-8", { ignoreBOM: true, fatal: false });
   /** lines longer than MAX_LINE_CHARS: passed on to the client, never parsed */
   overlong = 0;
 
