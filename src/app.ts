@@ -9,6 +9,7 @@ import { dashboardRoutes } from "./dashboard/routes";
 import { ApiError } from "./errors";
 import { gatewayRoutes } from "./gateway/routes";
 import { leaseCallbackRoutes, leaseRoutes } from "./leases/routes";
+import { boundedBody } from "./lib/body-bound";
 import { createLogger } from "./lib/log";
 import { requestIdOf } from "./lib/request-id";
 import { offerRoutes } from "./offers/routes";
@@ -77,6 +78,7 @@ export function createApp(options: AppOptions = {}) {
     await next();
   });
 
+  app.use("*", boundedBody);
   app.openapi(healthRoute, (c) => c.json({ ok: true as const, version: VERSION }, 200));
 
   // The LLM gateway authenticates with a lease's inference key (or an infer token), not /v1's.

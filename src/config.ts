@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { DEFAULT_REGISTRIES, registryHosts } from "./models/registries";
 
 const wholeNumber = (min: number, max: number) =>
   z
@@ -69,6 +70,7 @@ const varsSchema = z.object({
   VAST_API_URL: httpUrl.default("https://console.vast.ai"),
   VRAMFARM_API_URL: httpUrl.default("https://vramfarm.com/api"),
   OLLAMA_REGISTRY_URL: httpUrl.default("https://registry.ollama.ai"),
+  OLLAMA_REGISTRIES: registryHosts.default(() => [...DEFAULT_REGISTRIES]),
   RUNPOD_PROXY_TEMPLATE: z
     .string()
     .trim()
@@ -141,6 +143,8 @@ export interface Config {
   vramfarmApiUrl: string;
   /** where `registry.ollama.ai` model references are looked up (manifests, GGUF headers); docs/models.md */
   ollamaRegistryUrl: string;
+  /** the registry hosts a model reference may name (lower case); docs/models.md#registries */
+  ollamaRegistries: string[];
   runpodProxyTemplate: string;
   enableSim: boolean;
   inferRateLimitPerMin: number;
@@ -198,6 +202,7 @@ function toConfig(v: Vars): Config {
     vastApiUrl: v.VAST_API_URL,
     vramfarmApiUrl: v.VRAMFARM_API_URL,
     ollamaRegistryUrl: v.OLLAMA_REGISTRY_URL,
+    ollamaRegistries: v.OLLAMA_REGISTRIES,
     runpodProxyTemplate: v.RUNPOD_PROXY_TEMPLATE,
     enableSim: v.ENABLE_SIM,
     inferRateLimitPerMin: v.INFER_RATE_LIMIT_PER_MIN,

@@ -2,6 +2,7 @@ import { hasScope } from "../auth/middleware";
 import type { Config } from "../config";
 import type { CreateRecord } from "../leases/creates";
 import { type LeaseRow, toLease } from "../leases/ledger";
+import { leaseFor, rentedByOrAdmin } from "../leases/ownership";
 import { billedFrom, costCapAt, timeCapAt, timeCost } from "../leases/pricing";
 import type { Lease, LeaseEvent } from "../leases/schema";
 import type { Caller } from "../services";
@@ -23,6 +24,8 @@ export interface LeaseView {
   /** a provisioning lease is given up at this ms epoch */
   startDeadline: number | null;
   now: number;
+  /** the token that rented the lease (null: the admin token or a schedule); see leases/ownership.ts */
+  tokenId: string | null;
 }
 
 export function leaseView(
@@ -54,6 +57,7 @@ export function leaseView(
     capKind,
     startDeadline,
     now,
+    tokenId: row.token_id,
   };
 }
 
@@ -115,8 +119,11 @@ export function TimeLeft({ view }: { view: LeaseView }) {
   return <span class="muted">—</span>;
 }
 
-export function AccessList({ lease }: { lease: Lease }) {
+/** The machine's own URLs and SSH, for the token that rented the lease and admins only. */
+export function AccessList({ view, caller }: { view: LeaseView; caller: Caller }) {
+  const lease = leaseFor(caller, view.tokenId, view.lease);
   if (lease.status === "stopped") return <span class="muted">—</span>;
+  if (!rentedByOrAdmin(caller, view.tokenId)) return <span class="muted">shown to the token that rented it</span>;
   const urls = lease.access?.urls ?? [];
   const ssh = lease.access?.ssh;
   if (!urls.length && !ssh) return <span class="muted">{lease.status === "provisioning" ? "not yet" : "—"}</span>;
@@ -265,7 +272,7 @@ export function LeaseTable({ views, caller, csrf, caption, empty }: LeaseTablePr
                   <TimeLeft view={view} />
                 </td>
                 <td data-label="Access">
-                  <AccessList lease={lease} />
+                  <AccessList view={view} caller={caller} />
                 </td>
                 {canStop ? (
                   <td data-label="Actions" class="actions">

@@ -6,6 +6,7 @@ import { getLease, type LeaseRow } from "../leases/ledger";
 import { bearerToken, secretsEqual, sha256Hex } from "../lib/crypto";
 import type { AppEnv, Services } from "../services";
 import { simCloud } from "../sim/cloud";
+import { forwardedHeaders } from "./forward-headers";
 import { InjectedUsageFilter, withStreamUsage } from "./stream-usage";
 import { UsageReader, type UsageSample } from "./usage";
 
@@ -13,8 +14,6 @@ import { UsageReader, type UsageSample } from "./usage";
 const OPENAI_ROUTES = new Set(["chat/completions", "completions", "embeddings", "models"]);
 const OLLAMA_ROUTES = new Set(["generate", "chat", "embed", "tags", "ps", "show"]);
 const OLLAMA_REFUSED = new Set(["pull", "push", "delete", "create", "copy", "blobs"]);
-/** Headers that stay with the worker: the caller's credentials and the hop's own. */
-const DROPPED = ["authorization", "cookie", "host", "cf-connecting-ip", "x-forwarded-for", "x-real-ip"];
 
 /**
  * The LLM gateway: `/llm/{lease_id}/v1/…` (OpenAI-compatible) and `/llm/{lease_id}/api/…`
@@ -114,8 +113,7 @@ async function forward(
   done: (sample: UsageSample) => void,
 ): Promise<Response> {
   const started = Date.now();
-  const headers = new Headers(request.headers);
-  for (const name of DROPPED) headers.delete(name);
+  const headers = forwardedHeaders(request.headers);
   let body: BodyInit | null = request.body;
   let filter: InjectedUsageFilter | null = null;
   if (request.method === "POST" && /\/v1\/(chat\/)?completions$/.test(target.split("?")[0] ?? "")) {

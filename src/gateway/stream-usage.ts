@@ -23,34 +23,78 @@ export function withStreamUsage(text: string): { body: string; injected: boolean
 const encoder = new TextEncoder();
 
 /**
+ * The longest SSE event held to be looked at: a usage chunk is a few hundred characters. A
+ * longer event is no usage chunk; it is passed on as it comes (InjectedUsageFilter.overlong).
+ */
+export const MAX_EVENT_CHARS = 256 * 1024;
+
+/**
  * Passes SSE events on as each completes, dropping the usage-only chunk the gateway asked for.
- * Only an event's unfinished tail is held, so nothing waits longer than its own last byte.
+ * Only an event's unfinished tail is held, so nothing waits longer than its own last byte, and
+ * never more than MAX_EVENT_CHARS of it.
  */
 export class InjectedUsageFilter {
+  /** the unfinished event, never above MAX_EVENT_CHARS */
   private pending = "";
-  private readonly decoder = new TextDecoder();
+  /** the current event went past MAX_EVENT_CHARS: passed on as it comes, up to its end */
+  private passing = false;
+  /** the last character seen, for an event end split across two chunks */
+  private last = "";
+  // A BOM is the machine's byte like any other: kept, so what goes on is what came.
+  private readonly decoder = new TextDecoder("utf-8", { ignoreBOM: true, fatal: false });
+  /** events longer than MAX_EVENT_CHARS, passed on unparsed */
+  overlong = 0;
 
   push(chunk: Uint8Array): Uint8Array | null {
-    this.pending += this.decoder.decode(chunk, { stream: true });
-    const cut = this.pending.lastIndexOf("\n\n");
-    if (cut === -1) return null;
-    const complete = this.pending.slice(0, cut + 2);
-    this.pending = this.pending.slice(cut + 2);
-    return this.emit(complete);
+    const out = this.take(this.decoder.decode(chunk, { stream: true }));
+    return out ? encoder.encode(out) : null;
   }
 
   end(): Uint8Array | null {
-    const rest = this.pending + this.decoder.decode();
+    let out = this.take(this.decoder.decode());
+    if (!this.passing && this.pending) out += this.filterText(this.pending);
     this.pending = "";
-    return rest ? this.emit(rest) : null;
+    this.passing = false;
+    return out ? encoder.encode(out) : null;
   }
 
-  private emit(text: string): Uint8Array | null {
-    const kept = text
+  /** What of `text` can go on now. Only the new text (and one seen character) is searched. */
+  private take(text: string): string {
+    if (text === "") return "";
+    const seam = this.last;
+    this.last = text.slice(-1);
+    if (this.passing) {
+      const at = (seam + text).indexOf("\n\n");
+      if (at === -1) return text;
+      const cut = at - seam.length + 2;
+      this.passing = false;
+      this.last = "";
+      return text.slice(0, cut) + this.take(text.slice(cut));
+    }
+    const at = (seam + text).lastIndexOf("\n\n");
+    if (at === -1) {
+      if (this.pending.length + text.length <= MAX_EVENT_CHARS) {
+        this.pending += text;
+        return "";
+      }
+      const out = this.pending + text;
+      this.pending = "";
+      this.passing = true;
+      this.overlong++;
+      return out;
+    }
+    const cut = at - seam.length + 2;
+    const complete = this.filterText(this.pending + text.slice(0, cut));
+    this.pending = "";
+    this.last = "";
+    return complete + this.take(text.slice(cut));
+  }
+
+  private filterText(text: string): string {
+    return text
       .split(/(?<=\n\n)/)
       .filter((event) => !isUsageOnly(event))
       .join("");
-    return kept ? encoder.encode(kept) : null;
   }
 }
 

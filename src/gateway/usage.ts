@@ -51,16 +51,22 @@ export function countsOf(value: unknown): Counted | null {
  * states them once, at its end).
  */
 export class UsageReader {
+  /** the unfinished line (sse, ndjson) or the answer so far (json), never above its bound */
   private buffer = "";
   private truncated = false;
+  /** the current line went past MAX_LINE_CHARS: the rest of it is skipped, up to its newline */
+  private skipping = false;
   private counted: Counted | null = null;
-  private readonly decoder = new TextDecoder();
+  private readonly decoder = new TextDecoder("utf-8", { ignoreBOM: true, fatal: false });
+  /** lines longer than MAX_LINE_CHARS: passed on to the client, never parsed */
+  overlong = 0;
 
   constructor(private readonly kind: "sse" | "ndjson" | "json") {}
 
   push(chunk: Uint8Array): void {
-    this.buffer += this.decoder.decode(chunk, { stream: true });
+    const text = this.decoder.decode(chunk, { stream: true });
     if (this.kind === "json") {
+      this.buffer += text;
       // A JSON answer is parsed once whole; a larger one (a batch of embeddings) keeps only its
       // tail, where both APIs put their counts, and is read from that.
       if (this.buffer.length > JSON_HELD_CHARS) {
@@ -69,18 +75,42 @@ export class UsageReader {
       }
       return;
     }
-    const lines = this.buffer.split("\n");
-    this.buffer = lines.pop() ?? "";
-    for (const line of lines) this.line(line);
+    // Only the new text is searched for newlines, so a line's cost is its own length, once.
+    let from = 0;
+    for (let at = text.indexOf("\n"); at !== -1; at = text.indexOf("\n", from)) {
+      const piece = text.slice(from, at);
+      if (!this.skipping && this.buffer.length + piece.length <= MAX_LINE_CHARS) this.line(this.buffer + piece);
+      else if (!this.skipping) this.overlong++;
+      this.buffer = "";
+      this.skipping = false;
+      from = at + 1;
+    }
+    this.hold(text.slice(from));
+  }
+
+  /** Keeps an unfinished line's text, up to MAX_LINE_CHARS; past it the line is skipped and counted. */
+  private hold(piece: string): void {
+    if (this.skipping || piece === "") return;
+    if (this.buffer.length + piece.length > MAX_LINE_CHARS) {
+      this.buffer = "";
+      this.skipping = true;
+      this.overlong++;
+      return;
+    }
+    this.buffer += piece;
   }
 
   end(): Counted | null {
-    this.buffer += this.decoder.decode();
     if (this.kind === "json") {
-      if (this.truncated) this.counted = countsInTail(this.buffer);
+      this.buffer += this.decoder.decode();
+      if (this.truncated) this.counted = countsInTail(this.buffer.slice(-JSON_TAIL_CHARS));
       else this.take(this.buffer);
-    } else if (this.buffer) this.line(this.buffer);
+    } else {
+      this.hold(this.decoder.decode());
+      if (this.buffer && !this.skipping) this.line(this.buffer);
+    }
     this.buffer = "";
+    this.skipping = false;
     return this.counted;
   }
 
@@ -101,6 +131,11 @@ export class UsageReader {
   }
 }
 
+/**
+ * The longest SSE or NDJSON line read for counts: a usage line is a few hundred characters, and
+ * a machine's line past this is passed on to the client unparsed (UsageReader.overlong).
+ */
+export const MAX_LINE_CHARS = 256 * 1024;
 /** A JSON answer up to this many characters is parsed whole. */
 const JSON_HELD_CHARS = 4_000_000;
 /** Of a larger one, this tail is kept: the counts are its last fields. */

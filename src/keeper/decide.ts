@@ -358,7 +358,8 @@ function decideFromPoll(lease: LeaseRow, loop: LoopState, poll: PollResult, now:
             loaded_at: iso(now),
           },
         };
-      events.push({ kind: "running", detail: status.access?.urls.length ? status.access.urls.join(" ") : null });
+      // No URL in the event: every read token sees events, the machine's URL is the renter's (access).
+      events.push({ kind: "running", detail: null });
       nextLoop = { ...nextLoop, lastSeen: "running" };
       const runningLease: LeaseRow = {
         ...lease,

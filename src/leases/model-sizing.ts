@@ -9,6 +9,7 @@ import {
 import { parseModelRef } from "../models/reference";
 import { gibUp } from "../models/runner";
 import { offerMemoryMib } from "../providers/gpus";
+import { RegistryNotAllowedError } from "../models/registry";
 import type { ProviderOffer } from "../providers/types";
 import type { Services } from "../services";
 import { RentRefusal } from "./refusal";
@@ -50,6 +51,11 @@ export async function sizeModel(
   try {
     facts = await modelFacts(services, parsed.ref);
   } catch (error) {
+    if (error instanceof RegistryNotAllowedError) {
+      return new RentRefusal("invalid_request", `invalid model reference: ${error.message}`, {
+        issues: [{ path: "model", message: error.message }],
+      });
+    }
     if (error instanceof ModelNotFoundError) {
       return new RentRefusal("invalid_request", `model "${parsed.ref.canonical}" not found in the registry`, {
         issues: [{ path: "model", message: "not found in the registry" }],

@@ -13,6 +13,7 @@ import { createLease } from "./create";
 import { listCreates, listCreatesOf } from "./creates";
 import { newInferenceKey } from "./inference-key";
 import { BadCursorError, getLease, type LeaseRow, listEvents, listLeases, toLease } from "./ledger";
+import { leaseFor, rentedByOrAdmin } from "./ownership";
 import { LeaseEventSchema, LeaseInputSchema, LeaseSchema, leaseStatuses, RentedLeaseSchema } from "./schema";
 
 const LEASE_ID = /^lse_[0-9a-z]{22}$/;
@@ -224,7 +225,9 @@ export const leaseRoutes = createRouter()
         c.get("services").db,
         rows.map((r) => r.id),
       );
-      return c.json({ leases: rows.map((r) => toLease(r, creates.get(r.id) ?? [])), next_cursor: nextCursor }, 200);
+      const caller = c.get("caller");
+      const leases = rows.map((r) => leaseFor(caller, r.token_id, toLease(r, creates.get(r.id) ?? [])));
+      return c.json({ leases, next_cursor: nextCursor }, 200);
     } catch (error) {
       if (error instanceof BadCursorError) {
         throw new ApiError("invalid_request", `invalid query: cursor: ${error.message}`, {
@@ -239,12 +242,14 @@ export const leaseRoutes = createRouter()
     const row = await leaseOr404(services, c.req.valid("param").id);
     const [creates, usage] = await Promise.all([listCreates(services.db, row.id), getUsage(services.db, row.id)]);
     const lease = toLease(row, creates, usageView(usage, spentUsd(row, services.clock(), services.config.eurUsd)));
-    return c.json(lease, 200);
+    return c.json(leaseFor(c.get("caller"), row.token_id, lease), 200);
   })
   .openapi(inferenceKeyRoute, async (c) => {
     const services = c.get("services");
     const row = await leaseOr404(services, c.req.valid("param").id);
     if (!row.spec.model) throw new ApiError("not_found", "not a model lease: it has no inference key");
+    if (!rentedByOrAdmin(c.get("caller"), row.token_id))
+      throw new ApiError("forbidden", "only the token that rented this lease, or an admin, may rotate its key");
     const key = newInferenceKey();
     const { ok } = await services.keepers.setInferenceKey(row.id, await sha256Hex(key));
     if (!ok) throw new ApiError("lease_not_running", `the lease is ${row.status}: no key for it`);

@@ -3,7 +3,8 @@ import { iso, ms } from "../lib/time";
 import { ModelNotFoundError, RegistryUnavailableError } from "./errors";
 import { GgufError, readGgufArch } from "./gguf";
 import type { ModelRef } from "./reference";
-import { blobUrl, fetchManifest, type Manifest, MEDIA_TYPE, openBlob } from "./registry";
+import { redirectAllowed } from "./registries";
+import { blobUrl, fetchManifest, type Manifest, MEDIA_TYPE, openBlob, registryBase } from "./registry";
 import { ModelArchSchema, type ModelFacts } from "./schema";
 
 /**
@@ -24,6 +25,7 @@ interface Services {
 
 interface Row {
   name: string;
+  registry: string;
   digest: string;
   weights_bytes: number;
   arch: string;
@@ -67,7 +69,9 @@ async function readArch(
   layer: Manifest["layers"][number],
   fetchImpl: typeof fetch,
 ): Promise<ModelFacts["arch"]> {
-  const blob = openBlob(blobUrl(ref, config, layer.digest), layer.size, GGUF_HEADER_MAX_BYTES, fetchImpl);
+  const url = blobUrl(ref, config, layer.digest);
+  const follows = (next: URL) => redirectAllowed(next, new URL(url).origin, ref.host, config.ollamaRegistries);
+  const blob = openBlob(url, layer.size, GGUF_HEADER_MAX_BYTES, fetchImpl, follows);
   try {
     return await readGgufArch(blob.next, GGUF_HEADER_MAX_BYTES);
   } catch (error) {
@@ -98,7 +102,9 @@ async function readParamsNumCtx(
   if (layer.size > PARAMS_MAX_BYTES) {
     throw new RegistryUnavailableError(`cannot size ${ref.canonical}: its params layer is larger than 64 KiB`);
   }
-  const blob = openBlob(blobUrl(ref, config, layer.digest), layer.size, PARAMS_MAX_BYTES, fetchImpl);
+  const url = blobUrl(ref, config, layer.digest);
+  const follows = (next: URL) => redirectAllowed(next, new URL(url).origin, ref.host, config.ollamaRegistries);
+  const blob = openBlob(url, layer.size, PARAMS_MAX_BYTES, fetchImpl, follows);
   let text = "";
   const decoder = new TextDecoder();
   try {
@@ -122,22 +128,26 @@ async function readParamsNumCtx(
   return numCtx;
 }
 
-async function archOfDigest(db: D1Database, digest: string): Promise<ModelFacts | null> {
+/**
+ * A header already read for this digest from the same registry. Another registry serving the
+ * same manifest bytes is not trusted for its blobs: its header is read from it, and cached apart.
+ */
+async function archOfDigest(db: D1Database, registry: string, digest: string): Promise<ModelFacts | null> {
   const row = await db
-    .prepare("SELECT * FROM model_manifests WHERE digest = ? ORDER BY fetched_at DESC LIMIT 1")
-    .bind(digest)
+    .prepare("SELECT * FROM model_manifests WHERE registry = ? AND digest = ? ORDER BY fetched_at DESC LIMIT 1")
+    .bind(registry, digest)
     .first<Row>();
   return row ? factsOf(row) : null;
 }
 
-async function save(db: D1Database, facts: ModelFacts, at: number): Promise<void> {
+async function save(db: D1Database, registry: string, facts: ModelFacts, at: number): Promise<void> {
   await db
     .prepare(
-      `INSERT INTO model_manifests (name, digest, weights_bytes, arch, fetched_at) VALUES (?, ?, ?, ?, ?)
-       ON CONFLICT (name) DO UPDATE SET digest = excluded.digest, weights_bytes = excluded.weights_bytes,
-         arch = excluded.arch, fetched_at = excluded.fetched_at`,
+      `INSERT INTO model_manifests (name, registry, digest, weights_bytes, arch, fetched_at) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT (name) DO UPDATE SET registry = excluded.registry, digest = excluded.digest,
+         weights_bytes = excluded.weights_bytes, arch = excluded.arch, fetched_at = excluded.fetched_at`,
     )
-    .bind(facts.name, facts.digest, facts.weights_bytes, JSON.stringify(facts.arch), iso(at))
+    .bind(facts.name, registry, facts.digest, facts.weights_bytes, JSON.stringify(facts.arch), iso(at))
     .run();
 }
 
@@ -151,21 +161,25 @@ export async function modelFacts(
   fetchImpl: typeof fetch = (input, init) => fetch(input, init),
 ): Promise<ModelFacts> {
   const now = services.clock();
+  // The registry's origin as asked (an OLLAMA_REGISTRY_URL mirror is another registry); throws for
+  // a host OLLAMA_REGISTRIES does not list, before any read.
+  const registry = new URL(registryBase(ref, services.config)).origin;
   const row = await services.db
-    .prepare("SELECT * FROM model_manifests WHERE name = ?")
-    .bind(ref.canonical)
+    .prepare("SELECT * FROM model_manifests WHERE name = ? AND registry = ?")
+    .bind(ref.canonical, registry)
     .first<Row>();
   const cached = row ? factsOf(row) : null;
   if (row && cached && now - ms(row.fetched_at) < MODEL_FACTS_TTL_MS) return cached;
 
   const manifest = await fetchManifest(ref, services.config, fetchImpl);
   const weights = weightsOf(ref, manifest);
-  const known = cached?.digest === manifest.digest ? cached : await archOfDigest(services.db, manifest.digest);
+  const known =
+    cached?.digest === manifest.digest ? cached : await archOfDigest(services.db, registry, manifest.digest);
   const arch = known?.arch ?? {
     ...(await readArch(ref, services.config, weights.model, fetchImpl)),
     params_num_ctx: await readParamsNumCtx(ref, services.config, manifest, fetchImpl),
   };
   const facts: ModelFacts = { name: ref.canonical, digest: manifest.digest, weights_bytes: weights.bytes, arch };
-  await save(services.db, facts, now);
+  await save(services.db, registry, facts, now);
   return facts;
 }

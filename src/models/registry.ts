@@ -4,6 +4,7 @@ import { USER_AGENT } from "../version";
 import { ModelNotFoundError, RegistryUnavailableError } from "./errors";
 import type { ChunkSource } from "./gguf";
 import { DEFAULT_REGISTRY_HOST, type ModelRef } from "./reference";
+import { redirectAllowed, registryAllowed } from "./registries";
 
 /**
  * The registry protocol Ollama pulls with (ollama/ollama server/images.go `pullModelManifest`,
@@ -27,19 +28,26 @@ export const MEDIA_TYPE = {
 const MANIFEST_TIMEOUT_MS = 10_000;
 const BLOB_TIMEOUT_MS = 30_000;
 const MAX_MANIFEST_BYTES = 1024 * 1024;
-/** Ollama follows at most 10 redirects to a blob (server/download.go). */
-const MAX_REDIRECTS = 10;
+/** Ollama follows at most 10 redirects to a blob (server/download.go); a registry needs one or two. */
+const MAX_REDIRECTS = 5;
 const FIRST_RANGE_BYTES = 1024 * 1024;
+/**
+ * Requests one blob read may make, redirects included. Honest ranges reach the 32 MiB header
+ * bound in 6 (1 + 2 + 4 + … MiB); a server answering each range with a few bytes stops here.
+ */
+export const MAX_BLOB_REQUESTS = 16;
+/** A layer larger than this (4 TiB) is no model a rented GPU loads; sizes are summed below it. */
+const MAX_LAYER_BYTES = 4 * 1024 ** 4;
 
 const LayerSchema = z.object({
-  mediaType: z.string(),
+  mediaType: z.string().max(200),
   digest: z.string().regex(/^sha256:[0-9a-f]{64}$/),
-  size: z.number().int().nonnegative(),
+  size: z.number().int().nonnegative().max(MAX_LAYER_BYTES),
 });
 
 const ManifestSchema = z.object({
   schemaVersion: z.literal(2),
-  layers: z.array(LayerSchema),
+  layers: z.array(LayerSchema).max(256),
 });
 
 export type ManifestLayer = z.infer<typeof LayerSchema>;
@@ -50,18 +58,32 @@ export interface Manifest {
   layers: ManifestLayer[];
 }
 
-/** Where a reference's registry answers: OLLAMA_REGISTRY_URL for the default host, else https://<host>. */
-export function registryBase(ref: ModelRef, config: Pick<Config, "ollamaRegistryUrl">): string {
+type RegistryConfig = Pick<Config, "ollamaRegistryUrl" | "ollamaRegistries">;
+
+/** A reference naming a registry OLLAMA_REGISTRIES does not list: a 400 naming the setting. */
+export class RegistryNotAllowedError extends Error {
+  constructor(host: string) {
+    super(`the registry ${host} is not one of OLLAMA_REGISTRIES (docs/models.md#registries)`);
+    this.name = "RegistryNotAllowedError";
+  }
+}
+
+/**
+ * Where a reference's registry answers: OLLAMA_REGISTRY_URL for the default host, else
+ * https://<host>; a host OLLAMA_REGISTRIES does not list is never asked.
+ */
+export function registryBase(ref: ModelRef, config: RegistryConfig): string {
+  if (!registryAllowed(ref.host, config.ollamaRegistries)) throw new RegistryNotAllowedError(ref.host);
   return ref.host === DEFAULT_REGISTRY_HOST ? config.ollamaRegistryUrl : `https://${ref.host}`;
 }
 
 const repoPath = (ref: ModelRef) => `${encodeURIComponent(ref.namespace)}/${encodeURIComponent(ref.name)}`;
 
-export function manifestUrl(ref: ModelRef, config: Pick<Config, "ollamaRegistryUrl">): string {
+export function manifestUrl(ref: ModelRef, config: RegistryConfig): string {
   return `${registryBase(ref, config)}/v2/${repoPath(ref)}/manifests/${encodeURIComponent(ref.tag)}`;
 }
 
-export function blobUrl(ref: ModelRef, config: Pick<Config, "ollamaRegistryUrl">, digest: string): string {
+export function blobUrl(ref: ModelRef, config: RegistryConfig, digest: string): string {
   return `${registryBase(ref, config)}/v2/${repoPath(ref)}/blobs/${digest}`;
 }
 
@@ -83,27 +105,25 @@ function transportFailure(url: string, cause: unknown, timeoutMs: number): Regis
 
 const RETRYABLE = (status: number) => status === 429 || status >= 500;
 
-async function sha256Hex(bytes: ArrayBuffer): Promise<string> {
+async function sha256Hex(bytes: Uint8Array): Promise<string> {
   const hash = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes));
   return Array.from(hash, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 /** GET the manifest of `ref`: 404 → ModelNotFoundError; down, 5xx, timeouts, junk → RegistryUnavailableError. */
-export async function fetchManifest(
-  ref: ModelRef,
-  config: Pick<Config, "ollamaRegistryUrl">,
-  fetchImpl: typeof fetch,
-): Promise<Manifest> {
+export async function fetchManifest(ref: ModelRef, config: RegistryConfig, fetchImpl: typeof fetch): Promise<Manifest> {
   const url = manifestUrl(ref, config);
+  const follows = (next: URL) => redirectAllowed(next, new URL(url).origin, ref.host, config.ollamaRegistries);
   let response: Response | null = null;
   // One more try after a 5xx or a dropped connection; a timeout is not tried twice.
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
-      response = await fetchImpl(url, {
+      response = await fetchFollowing(url, follows, fetchImpl, {
         headers: { Accept: MANIFEST_ACCEPT, "User-Agent": USER_AGENT },
-        signal: AbortSignal.timeout(MANIFEST_TIMEOUT_MS),
+        timeoutMs: MANIFEST_TIMEOUT_MS,
       });
     } catch (cause) {
+      if (cause instanceof RegistryUnavailableError) throw cause;
       if (attempt === 0 && !isTimeout(cause)) continue;
       throw transportFailure(url, cause, MANIFEST_TIMEOUT_MS);
     }
@@ -126,13 +146,13 @@ export async function fetchManifest(
     await response.body?.cancel();
     throw unavailable(url, `answered HTTP ${status}`);
   }
-  let bytes: ArrayBuffer;
+  let bytes: Uint8Array | null;
   try {
-    bytes = await response.arrayBuffer();
+    bytes = await readBounded(response, MAX_MANIFEST_BYTES);
   } catch (cause) {
     throw transportFailure(url, cause, MANIFEST_TIMEOUT_MS);
   }
-  if (bytes.byteLength > MAX_MANIFEST_BYTES) throw unavailable(url, "sent a manifest larger than 1 MiB");
+  if (bytes === null) throw unavailable(url, "sent a manifest larger than 1 MiB");
   let parsed: z.infer<typeof ManifestSchema>;
   try {
     parsed = ManifestSchema.parse(JSON.parse(new TextDecoder().decode(bytes)));
@@ -143,6 +163,72 @@ export async function fetchManifest(
 }
 
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+
+/**
+ * A body read as a stream up to `maxBytes`: null (and the rest cancelled, never read) past it.
+ * A Content-Length above the bound is refused before any byte is read.
+ */
+async function readBounded(response: Response, maxBytes: number): Promise<Uint8Array | null> {
+  const declared = Number(response.headers.get("Content-Length") ?? "0");
+  if (declared > maxBytes || !response.body) {
+    await response.body?.cancel();
+    return declared > maxBytes ? null : new Uint8Array(0);
+  }
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let length = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    length += value.length;
+    if (length > maxBytes) {
+      await reader.cancel().catch(() => {});
+      return null;
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(length);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.length;
+  }
+  return bytes;
+}
+
+/**
+ * GET with redirects followed by hand (the runtime would follow them anywhere): at most
+ * MAX_REDIRECTS hops, each to a URL `follows` allows, else RegistryUnavailableError naming the
+ * first URL's host. `onRequest` counts every request sent (a cap on subrequests).
+ */
+async function fetchFollowing(
+  url: string,
+  follows: (next: URL) => boolean,
+  fetchImpl: typeof fetch,
+  init: { headers: Record<string, string>; timeoutMs: number; onRequest?: (target: string) => void },
+): Promise<Response & { finalUrl?: string }> {
+  let target = url;
+  for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
+    init.onRequest?.(target);
+    const response = await fetchImpl(target, {
+      headers: init.headers,
+      redirect: "manual",
+      signal: AbortSignal.timeout(init.timeoutMs),
+    });
+    const location = response.headers.get("Location");
+    if (!REDIRECTS.has(response.status) || !location) return Object.assign(response, { finalUrl: target });
+    await response.body?.cancel();
+    let next: URL;
+    try {
+      next = new URL(location, target);
+    } catch {
+      throw unavailable(url, "redirected to an address that is not a URL");
+    }
+    if (!follows(next)) throw unavailable(url, "redirected to a host that is not its blob store");
+    target = next.toString();
+  }
+  throw unavailable(url, `redirected more than ${MAX_REDIRECTS} times`);
+}
 
 /** A streamed blob, read range after range (each twice the last) up to `maxBytes`. */
 export interface BlobReader {
@@ -155,8 +241,20 @@ export interface BlobReader {
  * 302 from hf.co), and as Ollama does, the redirect is resolved once and the ranges go to the
  * CDN's URL. Redirects are followed by hand so the Range header travels with each hop.
  */
-export function openBlob(url: string, blobSize: number, maxBytes: number, fetchImpl: typeof fetch): BlobReader {
+export function openBlob(
+  url: string,
+  blobSize: number,
+  maxBytes: number,
+  fetchImpl: typeof fetch,
+  follows: (next: URL) => boolean,
+): BlobReader {
   const end = Math.min(blobSize, maxBytes);
+  let requests = 0;
+  const countRequest = () => {
+    requests++;
+    if (requests > MAX_BLOB_REQUESTS)
+      throw unavailable(url, `needed more than ${MAX_BLOB_REQUESTS} requests for the model blob`);
+  };
   let target = url;
   let offset = 0;
   let rangeBytes = FIRST_RANGE_BYTES;
@@ -168,26 +266,20 @@ export function openBlob(url: string, blobSize: number, maxBytes: number, fetchI
 
   async function request(first: number, last: number): Promise<Response> {
     const range = `bytes=${first}-${last}`;
-    for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
-      let response: Response;
-      try {
-        response = await fetchImpl(target, {
-          headers: { Range: range, "User-Agent": USER_AGENT },
-          redirect: "manual",
-          signal: AbortSignal.timeout(BLOB_TIMEOUT_MS),
-        });
-      } catch (cause) {
-        throw transportFailure(url, cause, BLOB_TIMEOUT_MS);
-      }
-      const location = response.headers.get("Location");
-      if (!REDIRECTS.has(response.status) || !location) return response;
-      await response.body?.cancel();
-      const next = new URL(location, target);
-      if (next.protocol !== "https:" && next.protocol !== "http:")
-        throw unavailable(url, "redirected a blob elsewhere");
-      target = next.toString();
+    let response: Response & { finalUrl?: string };
+    try {
+      response = await fetchFollowing(target, follows, fetchImpl, {
+        headers: { Range: range, "User-Agent": USER_AGENT },
+        timeoutMs: BLOB_TIMEOUT_MS,
+        onRequest: countRequest,
+      });
+    } catch (cause) {
+      if (cause instanceof RegistryUnavailableError) throw cause;
+      throw transportFailure(url, cause, BLOB_TIMEOUT_MS);
     }
-    throw unavailable(url, `redirected a blob more than ${MAX_REDIRECTS} times`);
+    // As Ollama does, the redirect is resolved once and the next ranges go to the blob store.
+    target = response.finalUrl ?? target;
+    return response;
   }
 
   async function openNextRange(): Promise<boolean> {

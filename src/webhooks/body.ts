@@ -51,6 +51,15 @@ const headline: Record<WebhookEventType, string> = {
   ping: "test delivery: this webhook works",
 };
 
+/**
+ * Text as Slack documents escaping it (api.slack.com "Formatting text for app surfaces"): `&`,
+ * `<` and `>` as entities, so a lease name or an error cannot ping a channel (`<!channel>`) or
+ * show one link for another (`<https://evil|https://runpod.io>`).
+ */
+function slackEscaped(text: string): string {
+  return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+}
+
 /** The Slack-compatible body: one line a person reads. */
 export function slackBody(event: RenderedEvent): string {
   const lease = event.data.lease as Partial<Lease> | undefined;
@@ -59,11 +68,10 @@ export function slackBody(event: RenderedEvent): string {
     const what = [lease.name, lease.gpu, lease.provider].filter(Boolean).join(", ");
     parts.push(`lease ${lease.id}${what ? ` (${what})` : ""} ${headline[event.type]}`);
     if (typeof lease.cost === "number") parts.push(`— cost ${lease.cost} ${lease.currency ?? "USD"}`);
-    if (event.type === "lease.running" && lease.access?.urls.length) parts.push(`— ${lease.access.urls.join(" ")}`);
   } else {
     parts.push(headline[event.type]);
   }
   const detail = event.data.detail;
   if (typeof detail === "string" && detail) parts.push(`— ${detail}`);
-  return JSON.stringify({ text: parts.join(" ") });
+  return JSON.stringify({ text: slackEscaped(parts.join(" ")) });
 }

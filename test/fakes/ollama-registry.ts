@@ -449,8 +449,8 @@ export const FAKE_MODELS = { llama32_1b, qwen25_32b, qwen25_72b, hfLlama32_3b, b
 
 /** Where the registries' blob redirects go (the real ones: Cloudflare R2 for Ollama, a CAS bridge for hf.co). */
 const CDN_HOST: Record<string, string> = {
-  "registry.ollama.ai": "r2.registry-cdn.fake",
-  "hf.co": "cas-bridge.hf-cdn.fake",
+  "registry.ollama.ai": "dd20bb891979d25aebc8bec07b2b3bbc.r2.cloudflarestorage.com",
+  "hf.co": "cas-bridge.xethub.hf.co",
 };
 const REDIRECT_STATUS: Record<string, number> = { "registry.ollama.ai": 307, "hf.co": 302 };
 
@@ -522,6 +522,7 @@ export class OllamaRegistryFake implements FakeService {
     this.registryHosts = new Map([
       [new URL(registryUrl).host, "registry.ollama.ai"],
       ["hf.co", "hf.co"],
+      ["huggingface.co", "hf.co"],
     ]);
     for (const model of models) this.put(model);
   }

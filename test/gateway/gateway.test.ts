@@ -420,7 +420,7 @@ describe("streaming passes through as it is produced", () => {
     expect(chunks.at(-1)!.at - chunks[0]!.at).toBeGreaterThanOrEqual((lines.length - 2) * 15);
   });
 
-  it("the caller's Authorization and cookies never reach the machine (a RunPod lease, its proxy recorded)", async () => {
+  it("only an allow-list of headers reaches the machine: no credentials, no caller address (a RunPod lease, its proxy recorded)", async () => {
     fakes.restore();
     const runpod = new RunpodFake({ quirks: { bootMs: 12_000, lingerMs: 0 } });
     fakes = installFakes(registry, runpod);
@@ -429,7 +429,15 @@ describe("streaming passes through as it is produced", () => {
     const lease = (await res.json()) as Lease & { inference_key: string };
     await driveTo(lease.id, "running", { clock, maxAlarms: 200 });
 
-    const headers = { Cookie: "session=s3cret-cookie", "X-Client-Trace": "trace-42" };
+    const headers = {
+      Cookie: "session=s3cret-cookie",
+      "X-Client-Trace": "trace-42",
+      "True-Client-IP": "203.0.113.7",
+      "CF-Connecting-IPv6": "2001:db8::7",
+      Forwarded: "for=203.0.113.7",
+      "CF-IPCountry": "NL",
+      "User-Agent": "openai-node/4.0",
+    };
     // The keeper's own probes reached the proxy before: only what the gateway sends from here on.
     const sentBefore = fakes.requests.length;
     const chat = await llm(lease.id, "v1/chat/completions", {
@@ -452,9 +460,13 @@ describe("streaming passes through as it is produced", () => {
     for (const request of through) {
       expect(request.headers.get("authorization")).toBeNull();
       expect(request.headers.get("cookie")).toBeNull();
-      // Other headers pass as they came.
-      expect(request.headers.get("x-client-trace")).toBe("trace-42");
+      // The caller's address and anything not on the allow-list stay with the worker.
+      for (const name of ["x-client-trace", "true-client-ip", "cf-connecting-ipv6", "forwarded", "cf-ipcountry"])
+        expect(request.headers.get(name), name).toBeNull();
+      expect(request.headers.get("user-agent")).toBe("openai-node/4.0");
+      if (request.method === "POST") expect(request.headers.get("content-type")).toContain("application/json");
       const sent = [...request.headers].map(([k, v]) => `${k}: ${v}`).join("\n");
+      expect(sent).not.toContain("203.0.113.7");
       expect(sent).not.toContain(lease.inference_key);
       expect(sent).not.toContain("test-admin-token");
     }

@@ -95,7 +95,7 @@ describe("model facts from the registry", () => {
     expect(blob?.url).toMatch(/^https:\/\/registry\.ollama\.ai\/v2\/library\/llama3\.2\/blobs\/sha256:[0-9a-f]{64}$/);
     // the 307's Location, with the Range header carried over
     expect(cdn).toMatchObject({ kind: "cdn", range: "bytes=0-1048575" });
-    expect(cdn?.url).toContain("https://r2.registry-cdn.fake/blobs/sha256/");
+    expect(cdn?.url).toContain("https://dd20bb891979d25aebc8bec07b2b3bbc.r2.cloudflarestorage.com/blobs/sha256/");
     // the tokenizer comes before the tensor list: more ranges of the same blob, then the params layer
     const params = rest.slice(-2);
     expect(params.map((r) => r.kind)).toEqual(["blob", "cdn"]);
@@ -114,6 +114,7 @@ describe("model facts from the registry", () => {
     expect(results).toEqual([
       {
         name: "qwen2.5:32b",
+        registry: "https://registry.ollama.ai",
         digest: first.digest,
         weights_bytes: 19_851_335_840,
         arch: JSON.stringify(first.arch),
@@ -187,7 +188,7 @@ describe("model facts from the registry", () => {
       [0, 104],
     ]);
     expect(
-      registry.requests.filter((r) => r.kind === "cdn").every((r) => r.url.includes("cas-bridge.hf-cdn.fake")),
+      registry.requests.filter((r) => r.kind === "cdn").every((r) => r.url.includes("cas-bridge.xethub.hf.co")),
     ).toBe(true);
     expect(got.arch).toMatchObject({ token_embd_bytes: 221_626_368, output_tied: true, params_num_ctx: null });
     // weights 2,019,377,696 (tied: all on the GPU) + KV 939,524,096 + compute 277,348,352 + 1 GiB + 457 MiB

@@ -194,7 +194,7 @@ export function LeaseDetail({ view, caller, csrf }: { view: LeaseView; caller: C
         </dd>
         <dt>Access</dt>
         <dd>
-          <AccessList lease={lease} />
+          <AccessList view={view} caller={caller} />
         </dd>
         <dt>Created</dt>
         <dd>

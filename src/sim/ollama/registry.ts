@@ -1,6 +1,7 @@
 import { ModelNotFoundError } from "../../models/errors";
 import { parseModelRef } from "../../models/reference";
-import { fetchManifest, MEDIA_TYPE, manifestUrl } from "../../models/registry";
+import { DEFAULT_REGISTRIES } from "../../models/registries";
+import { fetchManifest, MEDIA_TYPE, manifestUrl, RegistryNotAllowedError } from "../../models/registry";
 import type { StoredManifest } from "./library";
 
 /** Ollama's error when the registry has no such manifest (os.ErrNotExist, server/images.go) */
@@ -19,7 +20,7 @@ export async function pullManifest(
 ): Promise<ManifestAnswer> {
   const parsed = parseModelRef(reference.trim());
   if (!parsed.ok) return { ok: false, error: "invalid model name" };
-  const config = { ollamaRegistryUrl: registryUrl };
+  const config = { ollamaRegistryUrl: registryUrl, ollamaRegistries: [...DEFAULT_REGISTRIES] };
   try {
     const manifest = await fetchManifest(parsed.ref, config, fetchImpl);
     const weights = manifest.layers.find((l) => l.mediaType === MEDIA_TYPE.model);
@@ -34,7 +35,8 @@ export async function pullManifest(
       small: manifest.layers.filter((l) => l !== weights).map((l) => ({ digest: l.digest, size: l.size })),
     };
   } catch (cause) {
-    if (cause instanceof ModelNotFoundError) return { ok: false, error: MANIFEST_UNKNOWN };
+    if (cause instanceof ModelNotFoundError || cause instanceof RegistryNotAllowedError)
+      return { ok: false, error: MANIFEST_UNKNOWN };
     const url = manifestUrl(parsed.ref, config);
     return { ok: false, error: `pull model manifest: Get "${url}": dial tcp: i/o timeout` };
   }
