@@ -26,6 +26,7 @@ storageInMemory();
  */
 const PURE_SUITES = [
   "test/account/spend.test.ts",
+  "test/app/provider-names.test.ts",
   "test/auth/policy.test.ts",
   "test/auth/rate-window.test.ts",
   "test/cli/patient-fetch.test.ts",

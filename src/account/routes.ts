@@ -50,7 +50,8 @@ const AccountSchema = z
         "leases whose create was sent but whose machine has not been found yet: the keeper keeps looking; check the provider",
     }),
     billing: z.array(BillingDaySchema).openapi({
-      description: "per provider and UTC day: the ledger's spend beside what the provider billed (RunPod REST)",
+      description:
+        "per provider and UTC day: the ledger's spend beside what the provider billed, where it reports that per machine",
     }),
   })
   .openapi("Account");

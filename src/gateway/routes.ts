@@ -5,7 +5,6 @@ import { ApiError } from "../errors";
 import { getLease, type LeaseRow } from "../leases/ledger";
 import { bearerToken, secretsEqual, sha256Hex } from "../lib/crypto";
 import type { AppEnv, Services } from "../services";
-import { simCloud } from "../sim/cloud";
 import { InjectedUsageFilter, withStreamUsage } from "./stream-usage";
 import { UsageReader, type UsageSample } from "./usage";
 
@@ -36,11 +35,11 @@ export const gatewayRoutes = new Hono<AppEnv>().all("/llm/:leaseId/*", async (c)
   if (lease.status !== "running") throw new ApiError("lease_not_running", `the lease is ${lease.status}`);
   const base = lease.access?.urls[0];
   if (!base) throw new ApiError("lease_not_running", "the lease's machine has no address yet");
-  // The sim's machines are served by the worker itself: reached in-process, not over the network.
-  const send: Fetcher["fetch"] =
-    lease.provider === "sim"
-      ? (input, init) => simCloud(services.env.SIM_CLOUD).fetch(new Request(input as RequestInfo, init))
-      : (input, init) => fetch(input, init);
+  // A provider may reach its machines its own way (the sim's are served in-process).
+  const machineFetch = lease.provider ? services.providers.get(lease.provider)?.machineFetch : undefined;
+  const send: Fetcher["fetch"] = machineFetch
+    ? (input, init) => machineFetch(new Request(input as RequestInfo, init))
+    : (input, init) => fetch(input, init);
   const target = `${base.replace(/\/+$/, "")}/${rest}${new URL(c.req.url).search}`;
   return forward(send, c.req.raw, target, (sample) =>
     c.executionCtx.waitUntil(services.keepers.recordUsage(lease.id, sample).catch(() => undefined)),

@@ -121,6 +121,8 @@ export function createSimProvider(options: SimOptions): Provider {
       return { amount, currency: "USD" };
     },
 
+    machineFetch: (request) => cloud().fetch(request),
+
     async ollamaProbe(ref, _status, model): Promise<OllamaProbe> {
       try {
         return (await cloud().ollamaProbe(ref, model)) as OllamaProbe;

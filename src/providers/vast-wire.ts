@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { GPU_SPECS, gpuSpecFor, normaliseGpuName } from "./gpus";
+import { vastOfferId } from "./offer-host";
 import { OLLAMA_PORT } from "./ollama";
 import { OLLAMA_START_ENTRYPOINT, OLLAMA_START_SCRIPT, pullsModel } from "./ollama-start";
 import type { Access, MachineSpec, MachineState, OfferQuery, ProviderOffer } from "./types";
@@ -124,7 +125,7 @@ export function toOffer(offer: VastOffer, query: OfferQuery): ProviderOffer | nu
   if (query.max_price_usd !== undefined && offer.dph_total > query.max_price_usd) return null;
   const inetDown = offer.inet_down ?? 0;
   return {
-    offer_id: `vast:${offer.id}`,
+    offer_id: vastOfferId(offer.id),
     provider: "vast",
     gpu: offer.gpu_name,
     gpu_key: gpuSpecFor("vast", offer.gpu_name)?.key ?? null,

@@ -1,5 +1,6 @@
 import { systemSleep } from "../lib/time";
 import { HttpClient, type HttpResponse, ProviderError } from "./http";
+import { vastAskId } from "./offer-host";
 import { probeOllama } from "./ollama";
 import type {
   Balance,
@@ -278,7 +279,7 @@ export function createVastProvider(options: VastOptions): Provider {
     },
 
     async rent(offer: ProviderOffer, spec: MachineSpec): Promise<RentResult> {
-      const askId = /^vast:(\d+)$/.exec(offer.offer_id)?.[1];
+      const askId = vastAskId(offer.offer_id);
       if (!askId) return { ok: false, kind: "rejected", error: `not a Vast offer: ${offer.offer_id}` };
       // The spec as sent (gpulease's own env and the port keys included) against Vast's create limits.
       const problems = vastSpecProblems(spec);
