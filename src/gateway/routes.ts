@@ -1,6 +1,5 @@
 import { Hono } from "hono";
 import { callerForToken, hasScope } from "../auth/middleware";
-import type { RateLimiter } from "../auth/rate-limiter";
 import { ApiError } from "../errors";
 import { getLease, type LeaseRow } from "../leases/ledger";
 import { bearerToken, secretsEqual, sha256Hex } from "../lib/crypto";
@@ -85,11 +84,11 @@ async function authorize(services: Services, lease: LeaseRow, header: string | u
 async function limit(services: Services, key: string): Promise<void> {
   const perMin = services.config.inferRateLimitPerMin;
   if (perMin === 0) return;
-  const limiters = services.env.RATE_LIMITER as DurableObjectNamespace<RateLimiter>;
-  const admission = await limiters
-    .getByName(key)
-    .admit({ rental: false, limits: { requestsPerMin: perMin, rentalsPerMin: perMin } })
-    .catch(() => ({ admitted: true }) as const);
+  const admission = await services.rateLimits.admit(
+    key,
+    { rental: false, limits: { requestsPerMin: perMin, rentalsPerMin: perMin } },
+    { log: services.log, outcome: "request let through" },
+  );
   if (!admission.admitted) {
     throw new ApiError(
       "rate_limited",
