@@ -1,4 +1,4 @@
-import { type Context, Hono } from "hono";
+import { type Context, type Handler, Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { Child } from "hono/jsx";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
@@ -46,23 +46,38 @@ const CSP = [
 
 type Ctx = Context<DashEnv>;
 
-/** Paths served without a session. */
-const PUBLIC_PATHS = ["/assets/*", "/login", "/live"];
-/** Every page and action: a live session, and for posts the same-origin and anti-forgery checks. */
-const SESSION_PATHS = [
-  "/",
-  "/logout",
-  "/leases/*",
-  "/stop-all",
-  "/offers",
-  "/rent",
-  "/schedules",
-  "/schedules/*",
-  "/account",
-  "/reaper",
-  "/tokens",
-  "/tokens/*",
-];
+const securityHeaders = createMiddleware<DashEnv>(async (c, next) => {
+  await next();
+  c.header("Content-Security-Policy", CSP);
+  c.header("X-Content-Type-Options", "nosniff");
+  c.header("Referrer-Policy", "same-origin");
+  if (!c.res.headers.has("Cache-Control")) c.header("Cache-Control", "no-store");
+});
+
+/** Refused before the session is even looked at: a cross-site post changes nothing, signed in or not. */
+const refuseCrossSitePosts = createMiddleware<DashEnv>(async (c, next) => {
+  if (c.req.method !== "GET" && c.req.method !== "HEAD" && crossSite(c)) {
+    return c.text("cross-site form posts are refused", 403);
+  }
+  await next();
+});
+
+/**
+ * The one way a dashboard route is added. `get`/`post`: a live session, and for posts the
+ * same-origin and anti-forgery checks; `publicGet`/`publicPost`: no session (sign-in, assets, the
+ * live stream). Every one gets the security headers (CSP); test/dashboard/page-guards.test.ts asks
+ * each registered route. Only the dashboard's own routes: /v1, /docs and unknown paths keep the API's behaviour.
+ */
+function pageRegistry(app: Hono<DashEnv>) {
+  return {
+    get: <P extends string>(path: P, handler: Handler<DashEnv, P>) =>
+      app.get(path, securityHeaders, refuseCrossSitePosts, requireSession, handler),
+    post: <P extends string>(path: P, handler: Handler<DashEnv, P>) =>
+      app.post(path, securityHeaders, refuseCrossSitePosts, requireSession, requireSameSiteForm, handler),
+    publicGet: <P extends string>(path: P, handler: Handler<DashEnv, P>) => app.get(path, securityHeaders, handler),
+    publicPost: <P extends string>(path: P, handler: Handler<DashEnv, P>) => app.post(path, securityHeaders, handler),
+  };
+}
 
 /** The web dashboard: pages for people, every action through the HTTP API as the signed-in token. */
 export function dashboardRoutes(fetchApi: ApiFetch) {
@@ -70,27 +85,19 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
   const api = <T,>(c: Ctx, method: "GET" | "POST" | "PATCH" | "DELETE", path: string, json?: unknown, headers = {}) =>
     callApi<T>(c, fetchApi, method, path, json, headers);
 
-  const securityHeaders = createMiddleware<DashEnv>(async (c, next) => {
-    await next();
-    c.header("Content-Security-Policy", CSP);
-    c.header("X-Content-Type-Options", "nosniff");
-    c.header("Referrer-Policy", "same-origin");
-    if (!c.res.headers.has("Cache-Control")) c.header("Cache-Control", "no-store");
-  });
-  // Only the dashboard's own paths: /v1, /docs and unknown paths keep the API's behaviour.
-  for (const path of [...PUBLIC_PATHS, ...SESSION_PATHS]) app.use(path, securityHeaders);
+  const pages = pageRegistry(app);
 
-  app.get("/assets/dashboard.css", (c) =>
+  pages.publicGet("/assets/dashboard.css", (c) =>
     c.body(STYLE, 200, { "Content-Type": "text/css; charset=utf-8", "Cache-Control": "public, max-age=86400" }),
   );
-  app.get("/assets/dashboard.js", (c) =>
+  pages.publicGet("/assets/dashboard.js", (c) =>
     c.body(CLIENT_SCRIPT, 200, {
       "Content-Type": "text/javascript; charset=utf-8",
       "Cache-Control": "public, max-age=86400",
     }),
   );
 
-  app.get("/login", (c) => {
+  pages.publicGet("/login", (c) => {
     const expired = c.req.query("expired") === "1";
     return c.html(
       <LoginPage
@@ -100,7 +107,7 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
     );
   });
 
-  app.post("/login", async (c) => {
+  pages.publicPost("/login", async (c) => {
     if (crossSite(c)) return c.text("cross-site sign-in is refused", 403);
     const form = await c.req.parseBody();
     const next = safeNext(typeof form.next === "string" ? form.next : "/", dashboardOrigin(c));
@@ -121,20 +128,7 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
   });
 
   // /live checks its session itself on every tick, so that an ended session is told, not redirected.
-  app.get("/live", (c) => liveStream(c));
-
-  const pages = app;
-  for (const path of SESSION_PATHS) {
-    // Refused before the session is even looked at: a cross-site post changes nothing, signed in or not.
-    pages.use(path, async (c, next) => {
-      if (c.req.method !== "GET" && c.req.method !== "HEAD" && crossSite(c)) {
-        return c.text("cross-site form posts are refused", 403);
-      }
-      await next();
-    });
-    pages.use(path, requireSession);
-    pages.post(path, requireSameSiteForm);
-  }
+  pages.publicGet("/live", (c) => liveStream(c));
 
   /** A full page with the alarms on top. */
   const page = async (
