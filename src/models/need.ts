@@ -23,20 +23,20 @@ export interface ModelNeed {
 const MIB = 1024 ** 2;
 const GIB = 1024 ** 3;
 
-/** Ollama's num_batch default (api/types.go DefaultOptions). */
+/** Ollama's num_batch default (ollama/ollama `api/types.go` DefaultOptions). */
 export const NUM_BATCH = 512;
-/** What Ollama keeps free on every CUDA card beyond the model (ml/device.go MinimumMemory). */
+/** What Ollama keeps free on every CUDA card beyond the model (ollama/ollama `ml/device.go` MinimumMemory). */
 export const CARD_MINIMUM_BYTES = 457 * MIB;
-/** f16 KV cache (fs/ggml/ggml.go kvCacheBytesPerElement; OLLAMA_KV_CACHE_TYPE unset). */
+/** f16 KV cache (ollama/ollama `fs/ggml/ggml.go` kvCacheBytesPerElement; OLLAMA_KV_CACHE_TYPE unset). */
 export const KV_BYTES_PER_ELEMENT = 2;
 /**
  * The context a model lease runs with when none is asked: Ollama's own default below 23 GiB of
- * VRAM (server/routes.go). The machine must get it as OLLAMA_CONTEXT_LENGTH, or a bigger card
+ * VRAM (ollama/ollama `server/routes.go`). The machine must get it as OLLAMA_CONTEXT_LENGTH, or a bigger card
  * makes Ollama pick 32768 or 262144 on its own.
  */
 export const DEFAULT_CONTEXT_LENGTH = 4096;
 
-/** The context Ollama runs the model with: never more than it was trained for (llm/server.go). */
+/** The context Ollama runs the model with: never more than it was trained for (ollama/ollama `llm/server.go`). */
 export function effectiveContext(facts: ModelFacts, contextLength: number): number {
   const trained = facts.arch.context_length;
   return trained !== null && trained > 0 ? Math.min(contextLength, trained) : contextLength;

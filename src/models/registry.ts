@@ -18,14 +18,14 @@ export const MEDIA_TYPE = {
   model: "application/vnd.ollama.image.model",
   projector: "application/vnd.ollama.image.projector",
   adapter: "application/vnd.ollama.image.adapter",
-  /** safetensors weights, run only by Ollama's MLX runtime (server/images.go `hasTensorLayers`) */
+  /** safetensors weights, run only by Ollama's MLX runtime (ollama/ollama `server/images.go` `hasTensorLayers`) */
   tensor: "application/vnd.ollama.image.tensor",
 } as const;
 
 const MANIFEST_TIMEOUT_MS = 10_000;
 const BLOB_TIMEOUT_MS = 30_000;
 const MAX_MANIFEST_BYTES = 1024 * 1024;
-/** Ollama follows at most 10 redirects to a blob (server/download.go). */
+/** Ollama follows at most 10 redirects to a blob (ollama/ollama `server/download.go`). */
 const MAX_REDIRECTS = 10;
 const FIRST_RANGE_BYTES = 1024 * 1024;
 
@@ -43,7 +43,7 @@ const ManifestSchema = z.object({
 export type ManifestLayer = z.infer<typeof LayerSchema>;
 
 export interface Manifest {
-  /** "sha256:" + sha256 of the manifest's bytes, as Ollama computes a model's digest (manifest/manifest.go) */
+  /** "sha256:" + sha256 of the manifest's bytes, as Ollama computes a model's digest (ollama/ollama `manifest/manifest.go`) */
   digest: string;
   layers: ManifestLayer[];
 }

@@ -354,7 +354,7 @@ export function instanceAccess(instance: VastInstance): Access {
 }
 
 /**
- * `GET /api/v0/charges/` (vast-ai/docs `show-charges`; vast-cli `vastai/api/billing.py`
+ * `GET /api/v0/charges/` (vast-ai/docs `show-charges`; vast-ai/vast-cli `vastai/api/billing.py`
  * `show_invoices_v1` with `charges`): one result per contract with its charge in the `day` window,
  * USD; `source` is `instance-<id>` for an instance.
  */

@@ -330,7 +330,7 @@ export function createVastProvider(options: VastOptions): Provider {
 
     async status(ref: string): Promise<MachineStatus> {
       const response = await http.send({ method: "GET", url: url(`/api/v0/instances/${instanceId(ref)}/`) });
-      // vast-cli treats a 404 as gone (machines.py instance_exist); here only with Vast's own error
+      // vast-ai/vast-cli treats a 404 as gone (`machines.py` instance_exist); here only with Vast's own error
       // body (docs/providers.md#teardown-evidence): a proxy's or wrong base URL's 404 is a failed read.
       if (response.status === 404 && isGoneEvidence(response)) return goneStatus();
       if (response.status !== 200) throw http.unexpected(response, "show instance");
