@@ -32,7 +32,7 @@ const PURE_SUITES = [
   "test/cli/patient-fetch.test.ts",
   "test/gateway/stream-usage.test.ts",
   "test/gateway/usage.test.ts",
-  "test/keeper/creates.test.ts",
+  "test/keeper/decide-creates.test.ts",
   "test/keeper/decide.test.ts",
   "test/leases/rental.test.ts",
   "test/models/gguf.test.ts",

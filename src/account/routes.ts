@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { requireScope } from "../auth/middleware";
 import { BillingDaySchema, billingByDay } from "../billing/report";
 import { errorResponses } from "../errors";
-import { leasesWithUnresolvedCreates } from "../leases/creates";
+import { leasesWithUnresolvedCreates } from "../leases/create-records";
 import { scrubError } from "../lib/scrub";
 import { withTimeout } from "../lib/timeout";
 import { CurrencySchema, type ProviderName, ProviderNameSchema, providerNames } from "../providers/types";

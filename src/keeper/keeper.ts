@@ -12,7 +12,7 @@ import {
   openCreates,
   resolveNone,
   strayUpdateStatement,
-} from "../leases/creates";
+} from "../leases/create-records";
 import { appendEvents, getLease, type LeaseRow, LeaseRowSchema, type NewEvent, updateLeaseIf } from "../leases/ledger";
 import { claimFound, lookupMachines } from "../leases/lookup";
 import { type RentEnd, rentalConcluded, settleRental } from "../leases/rental";
@@ -25,15 +25,6 @@ import type { OllamaProbe, Provider, ProviderName } from "../providers/types";
 import { createServices, hidingValues, type Services } from "../services";
 import { announces } from "../webhooks/outbox";
 import type { ClaimResult, SettleReport, StopResult } from "./client";
-import {
-  decideStray,
-  lookupsDue,
-  nextCreateWorkAt,
-  openStrays,
-  type StrayResult,
-  straysCostIn,
-  strayTerminateDue,
-} from "./creates";
 import {
   capReached,
   type Decision,
@@ -52,6 +43,15 @@ import {
   stoppingPatch,
   type TeardownResult,
 } from "./decide";
+import {
+  decideStray,
+  lookupsDue,
+  nextCreateWorkAt,
+  openStrays,
+  type StrayResult,
+  straysCostIn,
+  strayTerminateDue,
+} from "./decide-creates";
 
 /** Provider calls one alarm invocation may make for the lease's machine (keep each invocation small). */
 const CALLS_PER_ALARM = 3;

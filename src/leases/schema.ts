@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { LeaseUsageSchema } from "../gateway/usage-store";
 import { ModelRefTextSchema } from "../models/reference";
 import { AccessSchema, CurrencySchema, ProviderNameSchema, TemplateSchema } from "../providers/types";
-import { CreateViewSchema } from "./creates";
+import { CreateViewSchema } from "./create-records";
 
 export const leaseStatuses = ["provisioning", "running", "stopping", "stopped"] as const;
 export const LeaseStatusSchema = z.enum(leaseStatuses).openapi("LeaseStatus");

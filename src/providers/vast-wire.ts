@@ -14,7 +14,7 @@ import type { Access, MachineSpec, MachineState, OfferQuery, ProviderOffer } fro
 /**
  * The one container disk for the weights that search (`disk_space`), price (`allocated_storage`) and
  * create (`disk`) all use, as gpuhunt and SkyPilot do (docs/providers.md#vast-offers): the disk a lease
- * asks when it names none (`storedSpec` in src/leases/create.ts), max(40, 2 × weights + 20) GB.
+ * asks when it names none (`storedSpec` in src/leases/rent.ts), max(40, 2 × weights + 20) GB.
  */
 export function vastDiskGb(weightsGb: number): number {
   return Math.max(40, Math.ceil(Math.max(0, weightsGb) * 2) + 20);

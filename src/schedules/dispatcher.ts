@@ -1,7 +1,7 @@
 import { enforceBudget } from "../account/enforce";
-import { createLease, scopedIdempotencyKey } from "../leases/create";
 import { appendEvent, getLeaseByIdempotencyKey } from "../leases/ledger";
 import type { RentRefusal } from "../leases/refusal";
+import { createLease, scopedIdempotencyKey } from "../leases/rent";
 import { iso, ms } from "../lib/time";
 import type { Services } from "../services";
 import { enqueue, scheduleEvent } from "../webhooks/outbox";

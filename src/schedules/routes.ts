@@ -1,8 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requireScope } from "../auth/middleware";
 import { ApiError, errorResponses, refusalError } from "../errors";
-import { createLease } from "../leases/create";
 import { appendEvent } from "../leases/ledger";
+import { createLease } from "../leases/rent";
 import { LeaseSchema } from "../leases/schema";
 import { newId } from "../lib/ids";
 import { iso } from "../lib/time";

@@ -9,7 +9,14 @@ import { findOffer, listRankedOffers, type RankedOffer } from "../offers/service
 import { OLLAMA_PORT } from "../providers/ollama";
 import type { MachineSpec, Provider } from "../providers/types";
 import { hidingValues, type Services } from "../services";
-import { type CreateRecord, claimMachine, listCreates, noteUnresolved, resolveNone, writeAheadCreate } from "./creates";
+import {
+  type CreateRecord,
+  claimMachine,
+  listCreates,
+  noteUnresolved,
+  resolveNone,
+  writeAheadCreate,
+} from "./create-records";
 import { newInferenceKey, sealInferenceKey } from "./inference-key";
 import {
   appendEvents,
