@@ -26,12 +26,13 @@ storageInMemory();
  */
 const PURE_SUITES = [
   "test/account/spend.test.ts",
+  "test/app/provider-names.test.ts",
   "test/auth/policy.test.ts",
   "test/auth/rate-window.test.ts",
   "test/cli/patient-fetch.test.ts",
   "test/gateway/stream-usage.test.ts",
   "test/gateway/usage.test.ts",
-  "test/keeper/creates.test.ts",
+  "test/keeper/decide-creates.test.ts",
   "test/keeper/decide.test.ts",
   "test/keeper/meter.test.ts",
   "test/keeper/plan.test.ts",

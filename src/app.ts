@@ -12,8 +12,10 @@ import { leaseCallbackRoutes, leaseRoutes } from "./leases/routes";
 import { boundedBody } from "./lib/body-bound";
 import { createLogger } from "./lib/log";
 import { requestIdOf } from "./lib/request-id";
+import { secretsOfEnv } from "./lib/scrub";
 import { offerRoutes } from "./offers/routes";
 import { finishDocument } from "./openapi";
+import { cloudLabels } from "./providers/catalogue";
 import { reaperRoutes } from "./reaper/routes";
 import { createRouter } from "./router";
 import { scheduleRoutes } from "./schedules/routes";
@@ -108,7 +110,7 @@ export function createApp(options: AppOptions = {}) {
     info: {
       title: "gpulease",
       version: VERSION,
-      description: "Rent GPU machines from RunPod, Vast.ai and VRAMfarm; every teardown verified.",
+      description: `Rent GPU machines from ${cloudLabels()}; every teardown verified.`,
     },
   };
   app.get("/openapi.json", (c) => c.json(finishDocument(app.getOpenAPI31Document(documentConfig))));
@@ -162,7 +164,5 @@ export function createApp(options: AppOptions = {}) {
 
 /** A logger for when the config did not load: it scrubs the secrets straight from the env. */
 function envLogger(env: Env, requestId: string) {
-  return createLogger([env.ADMIN_TOKEN, env.RUNPOD_API_KEY, env.VAST_API_KEY, env.VRAMFARM_TOKEN], {
-    request_id: requestId,
-  });
+  return createLogger(secretsOfEnv(env), { request_id: requestId });
 }

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { DEFAULT_REGISTRIES, registryHosts } from "./models/registries";
+import { type ProviderSecretName, providerSecretNames } from "./providers/catalogue";
 
 const wholeNumber = (min: number, max: number) =>
   z
@@ -42,6 +43,12 @@ const secret = z
   .string()
   .optional()
   .transform((v) => (v && v.trim() !== "" ? v.trim() : null));
+
+/** One optional secret per provider, named in the one list (src/providers/catalogue.ts). */
+const providerSecrets = Object.fromEntries(providerSecretNames.map((name) => [name, secret])) as Record<
+  ProviderSecretName,
+  typeof secret
+>;
 
 const varsSchema = z.object({
   RUNPOD_GRAPHQL_URL: httpUrl.default("https://api.runpod.io/graphql"),
@@ -117,9 +124,7 @@ const varsSchema = z.object({
   ALLOW_HTTP_WEBHOOKS: flag.default(false),
   RETENTION_DAYS: wholeNumber(1, 36_500).default(90),
   ADMIN_TOKEN: secret,
-  RUNPOD_API_KEY: secret,
-  VAST_API_KEY: secret,
-  VRAMFARM_TOKEN: secret,
+  ...providerSecrets,
 });
 
 type Vars = z.output<typeof varsSchema>;
@@ -171,9 +176,8 @@ export interface Config {
   retentionDays: number;
   secrets: {
     adminToken: string | null;
-    runpodApiKey: string | null;
-    vastApiKey: string | null;
-    vramfarmToken: string | null;
+    /** each provider's key, by its secret's name; null: the provider is not configured */
+    providers: Record<ProviderSecretName, string | null>;
     /**
      * Values no setting holds but every scrub must hide too: a lease's env values (which a
      * provider's error may quote back), added for the work on that lease (`hidingValues`).
@@ -225,9 +229,10 @@ function toConfig(v: Vars): Config {
     retentionDays: v.RETENTION_DAYS,
     secrets: {
       adminToken: v.ADMIN_TOKEN,
-      runpodApiKey: v.RUNPOD_API_KEY,
-      vastApiKey: v.VAST_API_KEY,
-      vramfarmToken: v.VRAMFARM_TOKEN,
+      providers: Object.fromEntries(providerSecretNames.map((name) => [name, v[name]])) as Record<
+        ProviderSecretName,
+        string | null
+      >,
       alsoHidden: [],
     },
   };

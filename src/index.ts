@@ -2,11 +2,11 @@ import { settleMoneySettings } from "./account/money-settings";
 import { createApp } from "./app";
 import { reconcileBilling } from "./billing/reconcile";
 import { loadSettings } from "./config";
-import { DISPATCHER_CRON, REAPER_CRON } from "./cron";
 import { runReaper } from "./reaper/reaper";
 import { pruneHistory } from "./retention/prune";
 import { runDispatcher } from "./schedules/dispatcher";
 import { createServices } from "./services";
+import { DISPATCHER_CRON, REAPER_CRON } from "./worker-crons";
 
 export { RateLimiter } from "./auth/rate-limiter";
 export { LeaseKeeper } from "./keeper/keeper";

@@ -1,3 +1,4 @@
+import { type RateLimitPort, rateLimitsOf } from "./auth/rate-limits";
 import type { Config } from "./config";
 import { type KeeperPort, keepersOf } from "./keeper/client";
 import { createLogger, type Logger } from "./lib/log";
@@ -28,6 +29,8 @@ export interface Services {
   log: Logger;
   /** the lease keepers (Durable Objects): the one writer of each lease after insert */
   keepers: KeeperPort;
+  /** the per-key rate limiters (/v1 tokens, sign-ins, the gateway), failing open and logged */
+  rateLimits: RateLimitPort;
   /** the webhook outbox: wake its sender after events that announce */
   outbox: { wake(): Promise<void> };
 }
@@ -72,6 +75,7 @@ export function createServices(
     sleep,
     log: createLogger(secretsOf(config)),
     keepers: keepersOf(env),
+    rateLimits: rateLimitsOf(env),
     outbox: { wake: () => wakeOutbox(env) },
   };
 }

@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { requireScope } from "../auth/middleware";
 import { BillingDaySchema, billingByDay } from "../billing/report";
 import { errorResponses } from "../errors";
-import { leasesWithUnresolvedCreates } from "../leases/creates";
+import { leasesWithUnresolvedCreates } from "../leases/create-records";
 import { scrubError } from "../lib/scrub";
 import { withTimeout } from "../lib/timeout";
 import { CurrencySchema, type ProviderName, ProviderNameSchema, providerNames } from "../providers/types";
@@ -50,7 +50,8 @@ const AccountSchema = z
         "leases whose create was sent but whose machine has not been found yet: the keeper keeps looking; check the provider",
     }),
     billing: z.array(BillingDaySchema).openapi({
-      description: "per provider and UTC day: the ledger's spend beside what the provider billed (RunPod REST)",
+      description:
+        "per provider and UTC day: the ledger's spend beside what the provider billed, where it reports that per machine",
     }),
   })
   .openapi("Account");

@@ -1,7 +1,7 @@
 import { spentUsd } from "../account/spend";
 import { hasScope } from "../auth/middleware";
 import { getUsage, usageView } from "../gateway/usage-store";
-import { listCreates } from "../leases/creates";
+import { listCreates } from "../leases/create-records";
 import { getLease, type LeaseRow, listLeases } from "../leases/ledger";
 import type { Caller, Services } from "../services";
 import { type LeaseView, leaseView } from "./leases-view";

@@ -1,6 +1,6 @@
 import { hasScope } from "../auth/middleware";
 import type { Config } from "../config";
-import type { CreateRecord } from "../leases/creates";
+import type { CreateRecord } from "../leases/create-records";
 import { type LeaseRow, toLease } from "../leases/ledger";
 import { leaseFor, rentedByOrAdmin } from "../leases/ownership";
 import { billedFrom, costCapAt, timeCapAt, timeCost } from "../leases/pricing";

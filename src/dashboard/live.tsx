@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
 import { resumeSession } from "../auth/sessions";
-import { leasesWithUnresolvedCreates } from "../leases/creates";
+import { leasesWithUnresolvedCreates } from "../leases/create-records";
 import { listEvents } from "../leases/ledger";
 import { readSessionCookie } from "./cookie";
 import { activeRows, detailView, leaseRow, recentStoppedRows, views } from "./data";

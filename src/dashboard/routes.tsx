@@ -1,4 +1,4 @@
-import { type Context, Hono } from "hono";
+import { type Context, type Handler, Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { Child } from "hono/jsx";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
@@ -6,16 +6,15 @@ import { callerForToken } from "../auth/middleware";
 import { closeSession, openSession, SESSION_TTL_MS } from "../auth/sessions";
 import type { TokenRow } from "../auth/tokens-store";
 import { ApiError } from "../errors";
-import { billingFor } from "../leases/create";
-import { leasesWithUnresolvedCreates } from "../leases/creates";
+import { leasesWithUnresolvedCreates } from "../leases/create-records";
 import { listEvents } from "../leases/ledger";
+import { billingFor } from "../leases/rent";
 import type { Lease } from "../leases/schema";
 import { randomSecret } from "../lib/crypto";
 import type { Offer, ProviderFailure } from "../offers/schemas";
-import { ProviderNameSchema } from "../providers/types";
 import type { ReaperRun } from "../reaper/runs";
 import type { Schedule, ScheduleRun } from "../schedules/schema";
-import { type ApiAnswer, type ApiProblem, callApi } from "./api";
+import { type ApiProblem, callApi } from "./api";
 import { CLIENT_SCRIPT, STYLE } from "./assets";
 import { clearSessionCookie, writeSessionCookie } from "./cookie";
 import { activeRows, canRead, detailView, leaseRow, recentStoppedRows, views } from "./data";
@@ -23,12 +22,16 @@ import type { ApiFetch, DashEnv } from "./env";
 import { crossSite, dashboardOrigin, requireSameSiteForm, requireSession, safeNext } from "./guard";
 import { Alarms } from "./leases-view";
 import { liveStream } from "./live";
+import { AccountPage, type AccountView } from "./pages/account";
 import { LeasePage, LeasesPage, STOP_ALL_PHRASE } from "./pages/leases";
 import { LoginPage } from "./pages/login";
 import { type OfferFilters, OffersPage, RentConfirm, type RentFields, RentForm } from "./pages/offers";
-import { AccountPage, type AccountView, ReaperPage, SchedulesPage, TokensPage } from "./pages/other";
+import { ReaperPage } from "./pages/reaper";
 import { SchedulePage } from "./pages/schedule";
+import { SchedulesPage } from "./pages/schedule-list";
 import type { SpendView } from "./pages/spend";
+import { TokensPage } from "./pages/tokens";
+import { chooseOffer, leaseBody, pickRentFields, releasePin } from "./rent-form";
 import { admitAddress, admitToken, clientAddress, type SignInRefusal } from "./sign-in-limits";
 import { ErrorPanel, Layout } from "./ui";
 import { worstCase } from "./worst-case";
@@ -46,23 +49,38 @@ const CSP = [
 
 type Ctx = Context<DashEnv>;
 
-/** Paths served without a session. */
-const PUBLIC_PATHS = ["/assets/*", "/login", "/live"];
-/** Every page and action: a live session, and for posts the same-origin and anti-forgery checks. */
-const SESSION_PATHS = [
-  "/",
-  "/logout",
-  "/leases/*",
-  "/stop-all",
-  "/offers",
-  "/rent",
-  "/schedules",
-  "/schedules/*",
-  "/account",
-  "/reaper",
-  "/tokens",
-  "/tokens/*",
-];
+const securityHeaders = createMiddleware<DashEnv>(async (c, next) => {
+  await next();
+  c.header("Content-Security-Policy", CSP);
+  c.header("X-Content-Type-Options", "nosniff");
+  c.header("Referrer-Policy", "same-origin");
+  if (!c.res.headers.has("Cache-Control")) c.header("Cache-Control", "no-store");
+});
+
+/** Refused before the session is even looked at: a cross-site post changes nothing, signed in or not. */
+const refuseCrossSitePosts = createMiddleware<DashEnv>(async (c, next) => {
+  if (c.req.method !== "GET" && c.req.method !== "HEAD" && crossSite(c)) {
+    return c.text("cross-site form posts are refused", 403);
+  }
+  await next();
+});
+
+/**
+ * The one way a dashboard route is added. `get`/`post`: a live session, and for posts the
+ * same-origin and anti-forgery checks; `publicGet`/`publicPost`: no session (sign-in, assets, the
+ * live stream). Every one gets the security headers (CSP); test/dashboard/page-guards.test.ts asks
+ * each registered route. Only the dashboard's own routes: /v1, /docs and unknown paths keep the API's behaviour.
+ */
+function pageRegistry(app: Hono<DashEnv>) {
+  return {
+    get: <P extends string>(path: P, handler: Handler<DashEnv, P>) =>
+      app.get(path, securityHeaders, refuseCrossSitePosts, requireSession, handler),
+    post: <P extends string>(path: P, handler: Handler<DashEnv, P>) =>
+      app.post(path, securityHeaders, refuseCrossSitePosts, requireSession, requireSameSiteForm, handler),
+    publicGet: <P extends string>(path: P, handler: Handler<DashEnv, P>) => app.get(path, securityHeaders, handler),
+    publicPost: <P extends string>(path: P, handler: Handler<DashEnv, P>) => app.post(path, securityHeaders, handler),
+  };
+}
 
 /** The web dashboard: pages for people, every action through the HTTP API as the signed-in token. */
 export function dashboardRoutes(fetchApi: ApiFetch) {
@@ -70,27 +88,19 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
   const api = <T,>(c: Ctx, method: "GET" | "POST" | "PATCH" | "DELETE", path: string, json?: unknown, headers = {}) =>
     callApi<T>(c, fetchApi, method, path, json, headers);
 
-  const securityHeaders = createMiddleware<DashEnv>(async (c, next) => {
-    await next();
-    c.header("Content-Security-Policy", CSP);
-    c.header("X-Content-Type-Options", "nosniff");
-    c.header("Referrer-Policy", "same-origin");
-    if (!c.res.headers.has("Cache-Control")) c.header("Cache-Control", "no-store");
-  });
-  // Only the dashboard's own paths: /v1, /docs and unknown paths keep the API's behaviour.
-  for (const path of [...PUBLIC_PATHS, ...SESSION_PATHS]) app.use(path, securityHeaders);
+  const pages = pageRegistry(app);
 
-  app.get("/assets/dashboard.css", (c) =>
+  pages.publicGet("/assets/dashboard.css", (c) =>
     c.body(STYLE, 200, { "Content-Type": "text/css; charset=utf-8", "Cache-Control": "public, max-age=86400" }),
   );
-  app.get("/assets/dashboard.js", (c) =>
+  pages.publicGet("/assets/dashboard.js", (c) =>
     c.body(CLIENT_SCRIPT, 200, {
       "Content-Type": "text/javascript; charset=utf-8",
       "Cache-Control": "public, max-age=86400",
     }),
   );
 
-  app.get("/login", (c) => {
+  pages.publicGet("/login", (c) => {
     const expired = c.req.query("expired") === "1";
     return c.html(
       <LoginPage
@@ -100,7 +110,7 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
     );
   });
 
-  app.post("/login", async (c) => {
+  pages.publicPost("/login", async (c) => {
     if (crossSite(c)) return c.text("cross-site sign-in is refused", 403);
     const form = await c.req.parseBody();
     const next = safeNext(typeof form.next === "string" ? form.next : "/", dashboardOrigin(c));
@@ -121,20 +131,7 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
   });
 
   // /live checks its session itself on every tick, so that an ended session is told, not redirected.
-  app.get("/live", (c) => liveStream(c));
-
-  const pages = app;
-  for (const path of SESSION_PATHS) {
-    // Refused before the session is even looked at: a cross-site post changes nothing, signed in or not.
-    pages.use(path, async (c, next) => {
-      if (c.req.method !== "GET" && c.req.method !== "HEAD" && crossSite(c)) {
-        return c.text("cross-site form posts are refused", 403);
-      }
-      await next();
-    });
-    pages.use(path, requireSession);
-    pages.post(path, requireSameSiteForm);
-  }
+  pages.publicGet("/live", (c) => liveStream(c));
 
   /** A full page with the alarms on top. */
   const page = async (
@@ -413,118 +410,6 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
 /** A page that shows an API error answers with the API's own 4xx; anything else is a 502. */
 function pageStatus(problem: ApiProblem): ContentfulStatusCode {
   return problem.status >= 400 && problem.status < 500 ? (problem.status as ContentfulStatusCode) : 502;
-}
-
-const RENT_FIELD_NAMES = [
-  "offer_id",
-  "pin_provider",
-  "pin_gpu",
-  "pin_vram_gb",
-  "name",
-  "provider",
-  "gpu",
-  "vram_gb",
-  "template",
-  "image",
-  "cmd",
-  "model",
-  "max_minutes",
-  "max_cost",
-] as const satisfies readonly (keyof RentFields)[];
-
-function pickRentFields(source: Record<string, unknown>): RentFields {
-  const fields: RentFields = {};
-  for (const name of RENT_FIELD_NAMES) {
-    const value = source[name];
-    if (typeof value === "string" && value.trim() !== "") fields[name] = value.trim();
-  }
-  return fields;
-}
-
-const PINNED_CHOICE = [
-  ["provider", "pin_provider", "provider"],
-  ["gpu", "pin_gpu", "GPU"],
-  ["vram_gb", "pin_vram_gb", "VRAM"],
-] as const;
-
-/**
- * A picked offer is pinned with the provider, GPU and VRAM it was picked with. When the form's
- * choice no longer matches them, the user chose something else: the pin is dropped (here, from
- * `fields`) so the offer is picked for the new choice. Which offer was released and why, or null.
- */
-function releasePin(fields: RentFields, form: Record<string, unknown>): { offerId: string; changed: string[] } | null {
-  const offerId = fields.offer_id;
-  // A form without the pinned choice (a bare link with the offer alone) keeps the offer.
-  const pinned = PINNED_CHOICE.some(([, pin]) => typeof form[pin] === "string");
-  const same = (a: string | undefined, b: string | undefined) => (a ?? "").toLowerCase() === (b ?? "").toLowerCase();
-  const changed = PINNED_CHOICE.filter(([field, pin]) => !same(fields[field], fields[pin])).map(([, , label]) => label);
-  for (const [, pin] of PINNED_CHOICE) delete fields[pin];
-  if (!offerId || !pinned || !changed.length) return null;
-  delete fields.offer_id;
-  return { offerId, changed };
-}
-
-/** The POST /v1/leases body of the form: numbers as numbers, empty fields left out (the API validates). */
-function leaseBody(fields: RentFields): Record<string, unknown> {
-  const number = (v: string | undefined) => (v === undefined ? undefined : Number(v));
-  const body: Record<string, unknown> = {
-    name: fields.name,
-    offer_id: fields.offer_id,
-    provider: fields.provider,
-    gpu: fields.gpu,
-    vram_gb: number(fields.vram_gb),
-    template: fields.template,
-    image: fields.image,
-    cmd: fields.cmd,
-    model: fields.model,
-    max_minutes: number(fields.max_minutes),
-    max_cost: number(fields.max_cost),
-  };
-  for (const key of Object.keys(body)) if (body[key] === undefined) delete body[key];
-  return body;
-}
-
-/** The offer a rental would take: the named one, else the best value for the filters (as the API picks). */
-async function chooseOffer(
-  fields: RentFields,
-  listOffers: (path: string) => Promise<ApiAnswer<{ offers: Offer[] }>>,
-): Promise<{ offer: Offer } | { problem: ApiProblem }> {
-  const invalid = (path: string, message: string) => ({
-    problem: { status: 400, code: "invalid_request", error: `${path}: ${message}`, issues: [{ path, message }] },
-  });
-  const minutes = Number(fields.max_minutes);
-  if (!Number.isInteger(minutes) || minutes < 1 || minutes > 10080) {
-    return invalid("max_minutes", "a whole number of minutes from 1 to 10080");
-  }
-  if (fields.max_cost !== undefined && !(Number(fields.max_cost) > 0)) return invalid("max_cost", "a positive amount");
-  if (fields.template === "custom" && !fields.image) return invalid("image", "a custom lease needs an image");
-  const query = new URLSearchParams({ limit: "200" });
-  if (fields.provider) {
-    if (!ProviderNameSchema.safeParse(fields.provider).success) return invalid("provider", "unknown provider");
-    query.set("provider", fields.provider);
-  }
-  if (fields.gpu && !fields.offer_id) query.set("gpu", fields.gpu);
-  if (fields.vram_gb && !fields.offer_id) query.set("vram_gb", fields.vram_gb);
-  // A model narrows the offers to those it fits (and a malformed or unknown one is said here).
-  if (fields.model && fields.template !== "custom") query.set("model", fields.model);
-  const answer = await listOffers(`/v1/offers?${query}`);
-  if (!answer.ok) return { problem: answer.problem };
-  const template = fields.template === "custom" ? "custom" : "ollama";
-  const offer = answer.data.offers.find(
-    (o) => (fields.offer_id ? o.offer_id === fields.offer_id : true) && o.templates.includes(template),
-  );
-  if (!offer) {
-    return {
-      problem: {
-        status: 409,
-        code: "no_capacity",
-        error: fields.offer_id
-          ? "That offer is no longer available (or cannot run this template). Pick another from the offers list."
-          : "No offer matches these choices right now. Widen them and try again.",
-      },
-    };
-  }
-  return { offer };
 }
 
 /**

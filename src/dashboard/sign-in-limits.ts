@@ -1,6 +1,4 @@
 import { rateLimitKey } from "../auth/middleware";
-import type { RateLimiter } from "../auth/rate-limiter";
-import type { Admission } from "../auth/rate-window";
 import type { Caller, Services } from "../services";
 
 /**
@@ -39,16 +37,11 @@ async function admitOne(
   limit: SignInRefusal["limit"],
   perMin: number,
 ): Promise<SignInRefusal | null> {
-  const limiters = services.env.RATE_LIMITER as DurableObjectNamespace<RateLimiter>;
-  let admission: Admission;
-  try {
-    admission = await limiters
-      .getByName(key)
-      .admit({ rental: false, limits: { requestsPerMin: perMin, rentalsPerMin: perMin } });
-  } catch (err) {
-    // Fail open, as the API does: the per-token session cap still bounds the rows a token holds.
-    services.log.error("rate_limiter_unavailable", { outcome: "sign-in let through", limit, error: err });
-    return null;
-  }
+  // Fails open, as the API does: the per-token session cap still bounds the rows a token holds.
+  const admission = await services.rateLimits.admit(
+    key,
+    { rental: false, limits: { requestsPerMin: perMin, rentalsPerMin: perMin } },
+    { log: services.log, outcome: "sign-in let through", fields: { limit } },
+  );
   return admission.admitted ? null : { limit, perMin, retryAfterS: admission.retryAfterS };
 }

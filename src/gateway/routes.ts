@@ -1,11 +1,9 @@
 import { Hono } from "hono";
 import { callerForToken, hasScope } from "../auth/middleware";
-import type { RateLimiter } from "../auth/rate-limiter";
 import { ApiError } from "../errors";
 import { getLease, type LeaseRow } from "../leases/ledger";
 import { bearerToken, secretsEqual, sha256Hex } from "../lib/crypto";
 import type { AppEnv, Services } from "../services";
-import { simCloud } from "../sim/cloud";
 import { forwardedHeaders } from "./forward-headers";
 import { InjectedUsageFilter, withStreamUsage } from "./stream-usage";
 import { UsageReader, type UsageSample } from "./usage";
@@ -35,11 +33,11 @@ export const gatewayRoutes = new Hono<AppEnv>().all("/llm/:leaseId/*", async (c)
   if (lease.status !== "running") throw new ApiError("lease_not_running", `the lease is ${lease.status}`);
   const base = lease.access?.urls[0];
   if (!base) throw new ApiError("lease_not_running", "the lease's machine has no address yet");
-  // The sim's machines are served by the worker itself: reached in-process, not over the network.
-  const send: Fetcher["fetch"] =
-    lease.provider === "sim"
-      ? (input, init) => simCloud(services.env.SIM_CLOUD).fetch(new Request(input as RequestInfo, init))
-      : (input, init) => fetch(input, init);
+  // A provider may reach its machines its own way (the sim's are served in-process).
+  const machineFetch = lease.provider ? services.providers.get(lease.provider)?.machineFetch : undefined;
+  const send: Fetcher["fetch"] = machineFetch
+    ? (input, init) => machineFetch(new Request(input as RequestInfo, init))
+    : (input, init) => fetch(input, init);
   const target = `${base.replace(/\/+$/, "")}/${rest}${new URL(c.req.url).search}`;
   return forward(send, c.req.raw, target, (sample) =>
     c.executionCtx.waitUntil(services.keepers.recordUsage(lease.id, sample).catch(() => undefined)),
@@ -85,11 +83,11 @@ async function authorize(services: Services, lease: LeaseRow, header: string | u
 async function limit(services: Services, key: string): Promise<void> {
   const perMin = services.config.inferRateLimitPerMin;
   if (perMin === 0) return;
-  const limiters = services.env.RATE_LIMITER as DurableObjectNamespace<RateLimiter>;
-  const admission = await limiters
-    .getByName(key)
-    .admit({ rental: false, limits: { requestsPerMin: perMin, rentalsPerMin: perMin } })
-    .catch(() => ({ admitted: true }) as const);
+  const admission = await services.rateLimits.admit(
+    key,
+    { rental: false, limits: { requestsPerMin: perMin, rentalsPerMin: perMin } },
+    { log: services.log, outcome: "request let through" },
+  );
   if (!admission.admitted) {
     throw new ApiError(
       "rate_limited",

@@ -1,5 +1,5 @@
 import type { UsageSample } from "../gateway/usage";
-import type { FoundMachine } from "../leases/creates";
+import type { FoundMachine } from "../leases/create-records";
 import type { LeaseRow, NewEvent } from "../leases/ledger";
 import type { StopReason } from "../leases/schema";
 import type { ProviderName } from "../providers/types";

@@ -14,7 +14,7 @@ import {
   type FoundMachine,
   type StrayPatch,
   strayUpdateStatement,
-} from "../leases/creates";
+} from "../leases/create-records";
 import {
   eventStatements,
   type LeasePatch,

@@ -10,7 +10,7 @@ import {
   openCreates,
   resolveNone,
   type StrayPatch,
-} from "../leases/creates";
+} from "../leases/create-records";
 import { eventStatements, getLease, type LeasePatch, type LeaseRow, type NewEvent } from "../leases/ledger";
 import { claimFound, lookupMachines } from "../leases/lookup";
 import { type RentEnd, rentalConcluded, settleRental } from "../leases/rental";
@@ -24,7 +24,6 @@ import { createServices, hidingValues, type Services } from "../services";
 import { announces } from "../webhooks/outbox";
 import type { ClaimResult, SettleReport, StopResult } from "./client";
 import { claimInOneBatch, commitStep, isEmptyWrite, observe, reopenInOneBatch, type StepWrite } from "./commit";
-import { decideStray, lookupsDue, nextCreateWorkAt, openStrays, type StrayResult, straysCostIn } from "./creates";
 import {
   capReached,
   currentCost,
@@ -44,6 +43,14 @@ import {
   stoppingPatch,
   type TeardownResult,
 } from "./decide";
+import {
+  decideStray,
+  lookupsDue,
+  nextCreateWorkAt,
+  openStrays,
+  type StrayResult,
+  straysCostIn,
+} from "./decide-creates";
 import { addSample, emptyMeter, FLUSH_EVERY_MS, type MeterState, newlyDropped } from "./meter";
 import {
   LOOKUP_CALLS_PER_ALARM,

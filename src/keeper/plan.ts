@@ -5,7 +5,7 @@
  * cannot take another's turn: each is worked at the teardown's pace however many never go away
  * (an alarm wakes at the earliest due time, so more strays mean more alarms, not bigger ones).
  */
-import type { CreateRecord } from "../leases/creates";
+import type { CreateRecord } from "../leases/create-records";
 import type { LeaseRow, NewEvent } from "../leases/ledger";
 import { ms } from "../lib/time";
 import { CONFIRM_GONE_MS, type KeeperSettings, reterminateAfterMs } from "./decide";

@@ -3,7 +3,7 @@ import type { LeaseUsage } from "../gateway/usage-store";
 import { AccessSchema, CurrencySchema, ProviderNameSchema, TemplateSchema } from "../providers/types";
 import { leaseEventStatements } from "../webhooks/outbox";
 import { BillingStartsAtSchema, jsonColumn } from "./columns";
-import { type CreateRecord, toCreateView } from "./creates";
+import { type CreateRecord, toCreateView } from "./create-records";
 import { roundMoney } from "./pricing";
 import {
   type Lease,
@@ -72,7 +72,7 @@ export const LeaseRowSchema = z.object({
   stop_requested_at: z.string().nullable(),
   stopped_at: z.string().nullable(),
   teardown_verified_at: z.string().nullable(),
-  /** what the lease's other machines cost (src/leases/creates.ts), in `currency` */
+  /** what the lease's other machines cost (src/leases/create-records.ts), in `currency` */
   strays_cost: z.number().default(0),
   /** a model lease's inference key, SHA-256 (the key itself is shown once) */
   inference_key_hash: z.string().nullable().default(null),

@@ -2,7 +2,7 @@ import type { Config } from "../config";
 import { scrubError } from "../lib/scrub";
 import { iso, ms } from "../lib/time";
 import type { OwnMachine, Provider } from "../providers/types";
-import { type ClaimOutcome, type CreateRecord, claimMachine, competingCreates, knownRefs } from "./creates";
+import { type ClaimOutcome, type CreateRecord, claimMachine, competingCreates, knownRefs } from "./create-records";
 
 /** Records this long before a create may still name a machine that looks like its own. */
 const KNOWN_REFS_WINDOW_MS = 3_600_000;

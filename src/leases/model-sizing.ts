@@ -7,9 +7,9 @@ import {
   RegistryUnavailableError,
 } from "../models/need";
 import { parseModelRef } from "../models/reference";
+import { RegistryNotAllowedError } from "../models/registry";
 import { gibUp } from "../models/runner";
 import { offerMemoryMib } from "../providers/gpus";
-import { RegistryNotAllowedError } from "../models/registry";
 import type { ProviderOffer } from "../providers/types";
 import type { Services } from "../services";
 import { RentRefusal } from "./refusal";

@@ -7,7 +7,7 @@ import { budgetBreach } from "../account/budget";
 import { roundUsd, type Spend } from "../account/spend";
 import { iso, ms } from "../lib/time";
 import type { RankedOffer } from "../offers/rank";
-import { type CreateRecord, openCreates } from "./creates";
+import { type CreateRecord, openCreates } from "./create-records";
 import type { LeasePatch, LeaseRow, NewEvent } from "./ledger";
 import { reservationUsd, type WorstCaseBilling, worstCaseUsd } from "./pricing";
 import { RentRefusal } from "./refusal";

@@ -9,11 +9,11 @@ import { sha256Hex } from "../lib/crypto";
 import { bearerSecurity, createRouter, idParams, jsonResponse, limitQuery } from "../router";
 import type { AppEnv, Services } from "../services";
 import { verifyCallbackToken } from "./callback";
-import { createLease } from "./create";
-import { listCreates, listCreatesOf } from "./creates";
+import { listCreates, listCreatesOf } from "./create-records";
 import { newInferenceKey } from "./inference-key";
 import { BadCursorError, getLease, type LeaseRow, listEvents, listLeases, toLease } from "./ledger";
 import { leaseFor, rentedByOrAdmin } from "./ownership";
+import { createLease } from "./rent";
 import { LeaseEventSchema, LeaseInputSchema, LeaseSchema, leaseStatuses, RentedLeaseSchema } from "./schema";
 
 const LEASE_ID = /^lse_[0-9a-z]{22}$/;

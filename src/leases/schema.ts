@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { LeaseUsageSchema } from "../gateway/usage-store";
 import { ModelRefTextSchema } from "../models/reference";
 import { AccessSchema, CurrencySchema, ProviderNameSchema, TemplateSchema } from "../providers/types";
-import { CreateViewSchema } from "./creates";
+import { CreateViewSchema } from "./create-records";
 
 export const leaseStatuses = ["provisioning", "running", "stopping", "stopped"] as const;
 export const LeaseStatusSchema = z.enum(leaseStatuses).openapi("LeaseStatus");
@@ -151,7 +151,8 @@ export const LeaseSchema = z
         "in `currency`: what the provider bills so far, every machine of the lease's creates included; runs until teardown_verified_at",
     }),
     billed: z.number().nullable().openapi({
-      description: "in `currency`: what the provider itself says it billed (RunPod REST billing), once known",
+      description:
+        "in `currency`: what the provider itself says it billed, once known (where it reports that per machine)",
     }),
     access: AccessSchema.nullable(),
     error: z.string().nullable(),

@@ -1,4 +1,5 @@
 import type { Config } from "../config";
+import { providerSecretNames } from "../providers/catalogue";
 
 const MAX_ERROR_CHARS = 300;
 
@@ -85,7 +86,12 @@ export function scrubText(
 /** The worker's secrets: what every stored, logged or shown error is scrubbed of. */
 export function secretsOf(config: Config): (string | null)[] {
   const s = config.secrets;
-  return [s.adminToken, s.runpodApiKey, s.vastApiKey, s.vramfarmToken, ...s.alsoHidden];
+  return [s.adminToken, ...Object.values(s.providers), ...s.alsoHidden];
+}
+
+/** The same secrets read straight from the env, for a log line written when the config did not load. */
+export function secretsOfEnv(env: Env): (string | undefined)[] {
+  return [env.ADMIN_TOKEN, ...providerSecretNames.map((name) => env[name])];
 }
 
 /** An error's message, scrubbed of the worker's secrets: safe to store, log and show. */

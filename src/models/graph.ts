@@ -41,7 +41,7 @@ const outputShare = ({ e, v }: GraphShape) => div(e * v * 105, 128);
 
 type Formula = (s: GraphShape) => GraphSize;
 
-// ggml.go lines 712-723 (the Mixtral branches need tensor shapes the header's keys do not carry).
+// ollama/ollama `fs/ggml/ggml.go` lines 712-723 (the Mixtral branches need tensor shapes the header's keys do not carry).
 const llama: Formula = (s) => {
   const { e, h, hkv, headDim, v, c, b } = s;
   return {
@@ -138,7 +138,7 @@ const FORMULAS: Record<string, Formula> = {
 
 /**
  * An architecture GraphSize has no case for: Ollama's own fallback, `gqa × kv / 6` for both
- * (llm/memory.go lines 238-248), gqa = head_count / head_count_kv in whole numbers.
+ * (ollama/ollama `llm/memory.go` lines 238-248), gqa = head_count / head_count_kv in whole numbers.
  */
 const fallback: Formula = ({ h, hkv, kvTotal }) => {
   const partial = div(div(h, max(hkv, 1)) * kvTotal, 6);
@@ -148,7 +148,7 @@ const fallback: Formula = ({ h, hkv, kvTotal }) => {
 export function graphSize(shape: GraphShape): GraphSize {
   const formula = FORMULAS[shape.architecture];
   const size = formula ? formula(shape) : { full: 0, partial: 0 };
-  // memory.go lines 238-248: a zero from GraphSize falls back, and a zero full graph takes the partial one.
+  // ollama/ollama `llm/memory.go` lines 238-248: a zero from GraphSize falls back, and a zero full graph takes the partial one.
   if (size.partial === 0) return fallback(shape);
   return { full: size.full || size.partial, partial: size.partial };
 }

@@ -25,12 +25,12 @@ export interface ModelNeed {
 
 /**
  * The context a model lease runs with when none is asked: Ollama's own default below 23 GiB of
- * VRAM (server/routes.go). The machine must get it as OLLAMA_CONTEXT_LENGTH, or a bigger card
+ * VRAM (ollama/ollama `server/routes.go`). The machine must get it as OLLAMA_CONTEXT_LENGTH, or a bigger card
  * makes Ollama pick 32768 or 262144 on its own.
  */
 export const DEFAULT_CONTEXT_LENGTH = 4096;
 
-/** The context Ollama runs: the model's own num_ctx wins over OLLAMA_CONTEXT_LENGTH (server/routes.go line 141). */
+/** The context Ollama runs: the model's own num_ctx wins over OLLAMA_CONTEXT_LENGTH (ollama/ollama `server/routes.go` line 141). */
 export function contextFor(facts: ModelFacts, asked: number | null): number {
   return servedContext(facts, facts.arch.params_num_ctx ?? asked ?? DEFAULT_CONTEXT_LENGTH);
 }

@@ -21,14 +21,14 @@ export const MEDIA_TYPE = {
   adapter: "application/vnd.ollama.image.adapter",
   /** the Modelfile's PARAMETERs as JSON (`{"num_ctx": 8192, "stop": [...]}`) */
   params: "application/vnd.ollama.image.params",
-  /** safetensors weights, run only by Ollama's MLX runtime (server/images.go `hasTensorLayers`) */
+  /** safetensors weights, run only by Ollama's MLX runtime (ollama/ollama `server/images.go` `hasTensorLayers`) */
   tensor: "application/vnd.ollama.image.tensor",
 } as const;
 
 const MANIFEST_TIMEOUT_MS = 10_000;
 const BLOB_TIMEOUT_MS = 30_000;
 const MAX_MANIFEST_BYTES = 1024 * 1024;
-/** Ollama follows at most 10 redirects to a blob (server/download.go); a registry needs one or two. */
+/** Ollama follows at most 10 redirects to a blob (ollama/ollama `server/download.go`); a registry needs one or two. */
 const MAX_REDIRECTS = 5;
 const FIRST_RANGE_BYTES = 1024 * 1024;
 /**
@@ -53,7 +53,7 @@ const ManifestSchema = z.object({
 export type ManifestLayer = z.infer<typeof LayerSchema>;
 
 export interface Manifest {
-  /** "sha256:" + sha256 of the manifest's bytes, as Ollama computes a model's digest (manifest/manifest.go) */
+  /** "sha256:" + sha256 of the manifest's bytes, as Ollama computes a model's digest (ollama/ollama `manifest/manifest.go`) */
   digest: string;
   layers: ManifestLayer[];
 }

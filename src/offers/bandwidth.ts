@@ -1,4 +1,5 @@
 import { normaliseGpuName } from "../providers/gpus";
+import { offerHost as hostOfOffer } from "../providers/offer-host";
 import type { ProviderName, ProviderOffer } from "../providers/types";
 
 /** Each extra card keeps 90 % of the previous figure: multi-GPU inference does not scale linearly. */
@@ -27,12 +28,7 @@ export function measuredKey(provider: ProviderName, gpu: string, host: string | 
   return host === null ? `${provider}|${card}` : `${provider}|${card}|${host}`;
 }
 
-/**
- * The host an offer (or the lease that rented it) runs on, where the provider names one. A Vast.ai
- * offer is one machine's ask, named by its id in `offer_id` (docs/providers.md, offer fields);
- * RunPod, VRAMfarm and the sim offer pools of cards, not machines.
- */
+/** The host an offer (or the lease that rented it) runs on, where its provider names one. */
 export function offerHost(offer: Pick<ProviderOffer, "provider" | "offer_id">): string | null {
-  if (offer.provider !== "vast") return null;
-  return /^vast:(\d+)$/.exec(offer.offer_id)?.[1] ?? null;
+  return hostOfOffer(offer);
 }

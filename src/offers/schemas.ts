@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { EXAMPLE_OFFER_ID } from "../providers/offer-host";
 import {
   CurrencySchema,
   type ProviderName,
@@ -71,13 +72,22 @@ const providerList = z
     return [...new Set(names)] as ProviderName[];
   })
   .optional()
-  .openapi({ description: `comma list of ${providerNames.join(", ")}`, example: "runpod,vast", type: "string" });
+  .openapi({
+    description: `comma list of ${providerNames.join(", ")}`,
+    example: providerNames.slice(0, 2).join(","),
+    type: "string",
+  });
 
 /** The query string of GET /v1/offers; unknown parameters are rejected (a typo must not widen a search). */
 export const OffersQueryParamsSchema = z.strictObject({
   vram_gb: decimal(4096, "minimum total GPU memory, GB", "24"),
   weights_gb: decimal(4096, "download size of what will be loaded, GB (load-time estimate); default vram_gb", "18"),
-  disk_gb: whole(1, 10_000, "only hosts with this much container disk free, GB (Vast.ai filters by it)", "100"),
+  disk_gb: whole(
+    1,
+    10_000,
+    "only hosts with this much container disk free, GB (where the provider filters by it)",
+    "100",
+  ),
   gpu: z
     .string()
     .trim()
@@ -112,7 +122,7 @@ export const OfferSchema = z
   .object({
     offer_id: z.string().openapi({
       description: "opaque; pass it to POST /v1/leases",
-      example: "runpod:SECURE:NVIDIA GeForce RTX 4090:1",
+      example: EXAMPLE_OFFER_ID,
     }),
     provider: ProviderNameSchema,
     gpu: z.string().openapi({ example: "RTX 4090" }),

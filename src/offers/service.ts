@@ -2,6 +2,7 @@ import { toUsd } from "../leases/pricing";
 import { scrubError } from "../lib/scrub";
 import { iso } from "../lib/time";
 import { withTimeout } from "../lib/timeout";
+import { notConfiguredReason, reportedWhenAbsent } from "../providers/catalogue";
 import { gpuSpecByKey, normaliseGpuName } from "../providers/gpus";
 import { ProviderError } from "../providers/http";
 import {
@@ -120,8 +121,8 @@ async function collectRankedOffers(
   for (const name of query.provider ?? providerNames) {
     const resolved = resolveProvider(services, name);
     if ("provider" in resolved) targets.push(resolved.provider);
-    // The sim is a development aid: its absence is news only to someone who asked for it.
-    else if (resolved.failure.code !== "not_configured" || name !== "sim" || query.provider)
+    // A development aid (the sim): its absence is news only to someone who asked for it.
+    else if (resolved.failure.code !== "not_configured" || reportedWhenAbsent(name) || query.provider)
       errors.push(resolved.failure);
   }
 
@@ -157,15 +158,8 @@ function resolveProvider(services: Services, name: ProviderName): Resolved {
     return { failure: toFailure(services, name, cause) };
   }
   if (provider) return { provider };
-  return { failure: { provider: name, code: "not_configured", error: notConfiguredReason[name] } };
+  return { failure: { provider: name, code: "not_configured", error: notConfiguredReason(name) } };
 }
-
-const notConfiguredReason: Record<ProviderName, string> = {
-  runpod: "RUNPOD_API_KEY is not set",
-  vast: "VAST_API_KEY is not set",
-  vramfarm: "VRAMFARM_TOKEN is not set",
-  sim: "the simulated cloud is off (ENABLE_SIM)",
-};
 
 /** How long a caller waits for another's refresh when there is nothing older to serve. */
 const BUSY_WAIT_MS = 250;

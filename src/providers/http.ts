@@ -55,7 +55,7 @@ export interface HttpRequest {
   retry?: boolean;
   /**
    * Total time this call may wait out 429s (Retry-After, else backoff), retried even when
-   * `retry` is false: a 429 is refused before anything is processed (runpodctl
+   * `retry` is false: a 429 is refused before anything is processed (runpod/runpodctl
    * `internal/api/retry.go`). A wait past what is left ends the call as `rate_limited` at once.
    * Unset: 429s retry like any other status, each wait capped by the client's `maxRetryWaitMs`.
    */

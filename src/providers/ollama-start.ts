@@ -1,7 +1,7 @@
 /**
  * The container start of a model lease on the stock Ollama image: the server, then a pull of
  * `$GPULEASE_MODEL` that the container itself waits on. Ollama downloads a blob only while some
- * pull waits on it (server/download.go: the last waiter going away cancels the download), so the
+ * pull waits on it (ollama/ollama `server/download.go`: the last waiter going away cancels the download), so the
  * pull must outlive any keeper invocation: the machine holds it, the keeper only watches
  * (`probeOllama`). The keeper's one-token generation then loads the model (keep_alive -1).
  */

@@ -75,7 +75,7 @@ export interface ProbeOptions {
  * How far the Ollama server at `baseUrl` is with `model`. The machine's own start command pulls
  * the model (ollama-start.ts); a model not yet in `/api/tags` gets a pull request here too, read
  * for `pullWindowMs` and let go: it joins the download the container waits on (same digest, same
- * download in server/download.go) and gives its progress, or Ollama's error at once for a model
+ * download in ollama/ollama `server/download.go`) and gives its progress, or Ollama's error at once for a model
  * that cannot be had. Letting go cancels nothing while the container's pull still waits. A
  * pulled model is loaded and checked with a one-token generation; `/api/ps` then says whether it
  * all sits on the GPUs.

@@ -22,10 +22,10 @@ export function createProviders(env: Env, config: Config, clock: Clock, sleep: S
     const s = config.secrets;
     switch (name) {
       case "runpod": {
-        if (!s.runpodApiKey) return null;
+        if (!s.providers.RUNPOD_API_KEY) return null;
         const graphql = createRunpodProvider({
           sleep,
-          apiKey: s.runpodApiKey,
+          apiKey: s.providers.RUNPOD_API_KEY,
           url: config.runpodGraphqlUrl,
           proxyTemplate: config.runpodProxyTemplate,
           minCudaVersion: config.minCudaVersion,
@@ -34,7 +34,7 @@ export function createProviders(env: Env, config: Config, clock: Clock, sleep: S
         // REST v2 has no balance endpoint: GraphQL still reads it while it lives (docs/providers.md#runpod-rest-v2).
         return createRunpodRestProvider({
           sleep,
-          apiKey: s.runpodApiKey,
+          apiKey: s.providers.RUNPOD_API_KEY,
           baseUrl: config.runpodApiUrl,
           commandFields: config.runpodRestCommandFields,
           proxyTemplate: config.runpodProxyTemplate,
@@ -43,19 +43,19 @@ export function createProviders(env: Env, config: Config, clock: Clock, sleep: S
         });
       }
       case "vast":
-        return s.vastApiKey
+        return s.providers.VAST_API_KEY
           ? createVastProvider({
               sleep,
-              apiKey: s.vastApiKey,
+              apiKey: s.providers.VAST_API_KEY,
               baseUrl: config.vastApiUrl,
               minCudaVersion: config.minCudaVersion,
             })
           : null;
       case "vramfarm":
-        return s.vramfarmToken
+        return s.providers.VRAMFARM_TOKEN
           ? createVramfarmProvider({
               sleep,
-              apiKey: s.vramfarmToken,
+              apiKey: s.providers.VRAMFARM_TOKEN,
               baseUrl: config.vramfarmApiUrl,
               eurUsd: config.eurUsd,
             })

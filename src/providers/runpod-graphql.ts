@@ -36,7 +36,7 @@ export const TERMINATE_MUTATION = `mutation Terminate($input: PodTerminateInput!
   podTerminate(input: $input)
 }`;
 
-// Only fields the official clients ask on myself.pods (runpod-python api/queries/pods.py, runpodctl
+// Only fields the official clients ask on myself.pods (runpod/runpod-python `api/queries/pods.py`, runpod/runpodctl
 // api/pod.go): one field the schema lacks fails every lookup with a 400. No createdAt among them.
 export const MY_PODS_QUERY = `query MyPods {
   myself { id pods { ${POD_FIELDS} } }

@@ -76,7 +76,7 @@ export const RestPodSchema = z
 export type RestPod = z.infer<typeof RestPodSchema>;
 
 /**
- * `GET /v2/pods` is paged (runpodctl `internal/api/pods_v2.go` `podV2Pagination`): another page
+ * `GET /v2/pods` is paged (runpod/runpodctl `internal/api/pods_v2.go` `podV2Pagination`): another page
  * only while `hasNextPage`, asked for with `cursor=<nextCursor>`. The kept document (2.0.0) has no
  * `pagination` yet; absent, the page is the last (what runpodctl's Go zero value reads too).
  */
@@ -108,7 +108,7 @@ export function problemOf(status: number, json: unknown): Problem | null {
 }
 
 /**
- * RunPod's own "this pod does not exist" (runpodctl `internal/api/client_test.go`:
+ * RunPod's own "this pod does not exist" (runpod/runpodctl `internal/api/client_test.go`:
  * `{"detail":"pod not found","status":404,"title":"Not Found"}`). An unknown route answers a 404
  * problem body too (a base URL ending in `/v2` doubles the prefix), so the status alone is not
  * evidence that a pod is gone.

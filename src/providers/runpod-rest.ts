@@ -50,7 +50,7 @@ export interface RunpodRestOptions {
   /** MIN_CUDA_VERSION, "major.minor" */
   minCudaVersion: string;
   /**
-   * RUNPOD_REST_COMMAND_FIELDS: `cmd` sends `cmd`/`entrypoint` arrays (the newest runpodctl,
+   * RUNPOD_REST_COMMAND_FIELDS: `cmd` sends `cmd`/`entrypoint` arrays (the newest runpod/runpodctl,
    * `internal/api/podcreate_v2.go`); `args` one `args` string (the kept document, runpodctl's
    * `internal/api/pods_v2.go`). RunPod refuses the form it does not take with a 422.
    */
@@ -372,7 +372,7 @@ export function createRunpodRestProvider(options: RunpodRestOptions): Provider {
  * `bash -c`; a model lease's container runs the start script under `/bin/sh -c` so it pulls its
  * model itself. One `args` string cannot replace an ENTRYPOINT, so that form carries the
  * `{"cmd": [...], "entrypoint": [...]}` JSON that RunPod's backend decodes from a docker-args
- * string (runpodctl `internal/api/podcreate_v2.go` `ParseDockerArgs`).
+ * string (runpod/runpodctl `internal/api/podcreate_v2.go` `ParseDockerArgs`).
  */
 function commandOf(spec: MachineSpec, fields: "cmd" | "args"): Record<string, unknown> {
   if (pullsModel(spec)) {

@@ -343,7 +343,7 @@ export function createRunpodProvider(options: RunpodOptions): Provider {
     return matches.find((m) => m.state !== "gone") ?? matches[0] ?? null;
   }
 
-  /** `myself { pods }` takes no paging arguments (runpodctl `api/pod.go` myPods): one read is the whole account. */
+  /** `myself { pods }` takes no paging arguments (runpod/runpodctl `api/pod.go` myPods): one read is the whole account. */
   async function listOwn(prefix: string): Promise<OwnListing> {
     const machines = (await myPods()).filter((pod) => pod.name?.startsWith(`${prefix}-`)).map(ownMachine);
     return { machines, next: null };

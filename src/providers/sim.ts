@@ -81,6 +81,7 @@ export function createSimProvider(options: SimOptions): Provider {
           image: spec.image,
           ports: portsFor(spec),
           env: envFor(spec),
+          origin: workerOrigin(spec),
         });
       } catch (cause) {
         // The call may have reached the object: a machine may exist. The caller looks it up by label.
@@ -98,7 +99,7 @@ export function createSimProvider(options: SimOptions): Provider {
         "status",
         (s) => s.status(ref) as Promise<SimRead<SimMachineView | null>>,
       );
-      return machine ? machineStatus(machine, origin) : GONE;
+      return machine ? machineStatus(machine, machine.origin ?? origin) : GONE;
     },
 
     async terminate(ref) {
@@ -119,6 +120,8 @@ export function createSimProvider(options: SimOptions): Provider {
       const amount = (await call("balance", "network", (s) => s.balance())) as number;
       return { amount, currency: "USD" };
     },
+
+    machineFetch: (request) => cloud().fetch(request),
 
     async ollamaProbe(ref, _status, model): Promise<OllamaProbe> {
       try {
@@ -164,6 +167,16 @@ export function simOffers(stock: SimStock[], query: OfferQuery): ProviderOffer[]
     }
   }
   return offers;
+}
+
+/**
+ * Where the worker that rents the machine answers: the origin of the lease's call-back (PUBLIC_URL,
+ * else the origin of the request or of the schedule's last request). The machine's ports are served
+ * there, so a worker on another port than 8787 hands out its own addresses.
+ */
+function workerOrigin(spec: MachineSpec): string | null {
+  const base = spec.env.GPULEASE_CALLBACK_URL?.replace(/\/v1\/leases\/[^/]+\/done$/, "");
+  return base && /^https?:\/\/[^/]/.test(base) && URL.canParse(base) ? base : null;
 }
 
 function portsFor(spec: MachineSpec): number[] {

@@ -1,8 +1,9 @@
 import { z } from "zod";
 
-export const providerNames = ["runpod", "vast", "vramfarm", "sim"] as const;
+import { type ProviderName, providerNames } from "./catalogue";
+
+export { type ProviderName, providerNames };
 export const ProviderNameSchema = z.enum(providerNames);
-export type ProviderName = z.infer<typeof ProviderNameSchema>;
 
 export const CurrencySchema = z.enum(["USD", "EUR"]);
 export type Currency = z.infer<typeof CurrencySchema>;
@@ -214,4 +215,9 @@ export interface Provider {
    * (see ollama.ts `probeOllama`). Never throws: a failed read is `down`.
    */
   ollamaProbe(ref: string, status: MachineStatus, model: string | null): Promise<OllamaProbe>;
+  /**
+   * How the worker reaches a machine's ports (the gateway's forwarding): absent, over the network.
+   * The sim's machines are served by the worker itself and are reached in-process.
+   */
+  readonly machineFetch?: (request: Request) => Promise<Response>;
 }

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { GPU_SPECS, gpuSpecFor, normaliseGpuName } from "./gpus";
+import { vastOfferId } from "./offer-host";
 import { OLLAMA_PORT } from "./ollama";
 import { OLLAMA_START_ENTRYPOINT, OLLAMA_START_SCRIPT, pullsModel } from "./ollama-start";
 import type { Access, MachineSpec, MachineState, OfferQuery, ProviderOffer } from "./types";
@@ -13,7 +14,7 @@ import type { Access, MachineSpec, MachineState, OfferQuery, ProviderOffer } fro
 /**
  * The one container disk for the weights that search (`disk_space`), price (`allocated_storage`) and
  * create (`disk`) all use, as gpuhunt and SkyPilot do (docs/providers.md#vast-offers): the disk a lease
- * asks when it names none (`storedSpec` in src/leases/create.ts), max(40, 2 × weights + 20) GB.
+ * asks when it names none (`storedSpec` in src/leases/rent.ts), max(40, 2 × weights + 20) GB.
  */
 export function vastDiskGb(weightsGb: number): number {
   return Math.max(40, Math.ceil(Math.max(0, weightsGb) * 2) + 20);
@@ -132,7 +133,7 @@ export function toOffer(offer: VastOffer, query: OfferQuery): ProviderOffer | nu
   if (query.max_price_usd !== undefined && offer.dph_total > query.max_price_usd) return null;
   const inetDown = offer.inet_down ?? 0;
   return {
-    offer_id: `vast:${offer.id}`,
+    offer_id: vastOfferId(offer.id),
     provider: "vast",
     gpu: offer.gpu_name,
     gpu_key: spec?.key ?? null,
@@ -362,7 +363,7 @@ export function instanceAccess(instance: VastInstance): Access {
 }
 
 /**
- * `GET /api/v0/charges/` (vast-ai/docs `show-charges`; vast-cli `vastai/api/billing.py`
+ * `GET /api/v0/charges/` (vast-ai/docs `show-charges`; vast-ai/vast-cli `vastai/api/billing.py`
  * `show_invoices_v1` with `charges`): one result per contract with its charge in the `day` window,
  * USD; `source` is `instance-<id>` for an instance.
  */

@@ -1,5 +1,6 @@
 import { systemSleep } from "../lib/time";
 import { HttpClient, type HttpResponse, ProviderError } from "./http";
+import { vastAskId } from "./offer-host";
 import { probeOllama } from "./ollama";
 import type {
   Balance,
@@ -278,7 +279,7 @@ export function createVastProvider(options: VastOptions): Provider {
     },
 
     async rent(offer: ProviderOffer, spec: MachineSpec): Promise<RentResult> {
-      const askId = /^vast:(\d+)$/.exec(offer.offer_id)?.[1];
+      const askId = vastAskId(offer.offer_id);
       if (!askId) return { ok: false, kind: "rejected", error: `not a Vast offer: ${offer.offer_id}` };
       // The spec as sent (gpulease's own env and the port keys included) against Vast's create limits.
       const problems = vastSpecProblems(spec);
@@ -329,7 +330,7 @@ export function createVastProvider(options: VastOptions): Provider {
 
     async status(ref: string): Promise<MachineStatus> {
       const response = await http.send({ method: "GET", url: url(`/api/v0/instances/${instanceId(ref)}/`) });
-      // vast-cli treats a 404 as gone (machines.py instance_exist); here only with Vast's own error
+      // vast-ai/vast-cli treats a 404 as gone (`machines.py` instance_exist); here only with Vast's own error
       // body (docs/providers.md#teardown-evidence): a proxy's or wrong base URL's 404 is a failed read.
       if (response.status === 404 && isGoneEvidence(response)) return goneStatus();
       if (response.status !== 200) throw http.unexpected(response, "show instance");

@@ -1,7 +1,7 @@
 import { enforceBudget } from "../account/enforce";
-import { createLease, scopedIdempotencyKey } from "../leases/create";
 import { appendEvent, getLeaseByIdempotencyKey } from "../leases/ledger";
 import type { RentRefusal } from "../leases/refusal";
+import { createLease, scopedIdempotencyKey } from "../leases/rent";
 import { iso, ms } from "../lib/time";
 import type { Services } from "../services";
 import { enqueue, scheduleEvent } from "../webhooks/outbox";
@@ -24,7 +24,10 @@ import {
   type ScheduleRow,
 } from "./store";
 
-/** Where a cron-started lease's call-back points when neither PUBLIC_URL nor the schedule knows. */
+/**
+ * Where a cron-started lease's worker answers when neither PUBLIC_URL nor the schedule knows: a
+ * schedule stored before schedules kept their origin; `npm start`'s default address.
+ */
 const FALLBACK_ORIGIN = "http://localhost:8787";
 
 /**
@@ -261,7 +264,7 @@ async function attempt(
         idempotencyScope: "dispatcher",
         scheduleId: schedule.id,
         tokenId: null,
-        origin: services.config.publicUrl ?? schedule.origin ?? FALLBACK_ORIGIN,
+        origin: schedule.origin ?? FALLBACK_ORIGIN,
       },
     );
     if (rented.ok) {

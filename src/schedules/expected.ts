@@ -1,5 +1,5 @@
-import { billingFor, offersQueryFor } from "../leases/create";
 import { worstCaseUsd } from "../leases/pricing";
+import { billingFor, offersQueryFor } from "../leases/rent";
 import type { LeaseInput } from "../leases/schema";
 import { findOffer, listRankedOffers, type ProviderFailure, type RankedOffer } from "../offers/service";
 import type { Services } from "../services";

@@ -1,8 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { requireScope } from "../auth/middleware";
 import { ApiError, errorResponses, refusalError } from "../errors";
-import { createLease } from "../leases/create";
 import { appendEvent } from "../leases/ledger";
+import { createLease } from "../leases/rent";
 import { LeaseSchema } from "../leases/schema";
 import { newId } from "../lib/ids";
 import { iso } from "../lib/time";
@@ -27,6 +27,7 @@ import {
   insertSchedule,
   listRuns,
   listSchedules,
+  noteScheduleOrigin,
   type ScheduleRow,
   toSchedule,
   toScheduleRun,
@@ -218,7 +219,12 @@ export const scheduleRoutes = createRouter()
       timingChanged || row.next_run_at === null
         ? nextRunAt(next.cron, next.timezone, next.enabled, now)
         : row.next_run_at;
-    await updateSchedule(services.db, row.id, { ...next, next_run_at: nextRun, now: iso(now) });
+    await updateSchedule(services.db, row.id, {
+      ...next,
+      next_run_at: nextRun,
+      origin: new URL(c.req.url).origin,
+      now: iso(now),
+    });
     return c.json(toSchedule(await scheduleOr404(services, row.id)), 200);
   })
   .openapi(deleteScheduleRoute, async (c) => {
@@ -232,6 +238,8 @@ export const scheduleRoutes = createRouter()
   .openapi(runNowRoute, async (c) => {
     const services = c.get("services");
     const row = await scheduleOr404(services, c.req.valid("param").id);
+    const origin = new URL(c.req.url).origin;
+    if (origin !== row.origin) await noteScheduleOrigin(services.db, row.id, origin);
     const outcome = await createLease(
       services,
       { ...row.lease_spec, name: row.lease_spec.name ?? row.name },
@@ -239,7 +247,7 @@ export const scheduleRoutes = createRouter()
         idempotencyKey: c.req.valid("header")["idempotency-key"] ?? null,
         scheduleId: row.id,
         tokenId: c.get("caller").tokenId,
-        origin: new URL(c.req.url).origin,
+        origin,
       },
     );
     if (!outcome.ok) throw refusalError(outcome.refusal);

@@ -138,18 +138,35 @@ export interface ScheduleUpdate {
   enabled: boolean;
   lease: LeaseInput;
   next_run_at: string | null;
+  /** the origin the change came in on: cron-made leases are served there when PUBLIC_URL is unset */
+  origin: string;
   now: string;
 }
 
 export async function updateSchedule(db: D1Database, scheduleId: string, u: ScheduleUpdate): Promise<boolean> {
   const result = await db
     .prepare(
-      `UPDATE schedules SET name = ?, cron = ?, timezone = ?, enabled = ?, lease_spec = ?, next_run_at = ?, updated_at = ?
-       WHERE id = ?`,
+      `UPDATE schedules SET name = ?, cron = ?, timezone = ?, enabled = ?, lease_spec = ?, next_run_at = ?, origin = ?,
+       updated_at = ? WHERE id = ?`,
     )
-    .bind(u.name, u.cron, u.timezone, u.enabled ? 1 : 0, JSON.stringify(u.lease), u.next_run_at, u.now, scheduleId)
+    .bind(
+      u.name,
+      u.cron,
+      u.timezone,
+      u.enabled ? 1 : 0,
+      JSON.stringify(u.lease),
+      u.next_run_at,
+      u.origin,
+      u.now,
+      scheduleId,
+    )
     .run();
   return result.meta.changes > 0;
+}
+
+/** The origin a run-now request came in on: the schedule's later cron-made leases are served there too. */
+export async function noteScheduleOrigin(db: D1Database, scheduleId: string, origin: string): Promise<void> {
+  await db.prepare("UPDATE schedules SET origin = ? WHERE id = ?").bind(origin, scheduleId).run();
 }
 
 /** Deletes the schedule and its run history in one transaction; its leases stay in the ledger. */

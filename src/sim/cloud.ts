@@ -42,6 +42,8 @@ export interface SimMachineView {
   error: string | null;
   template: string;
   ports: number[];
+  /** where the worker that rented it answers (null: not said at create) */
+  origin: string | null;
   ignore_terminates: number;
   /** the machine's Ollama server and its models (Ollama template only) */
   ollama: SimOllamaSummary | null;
@@ -68,6 +70,8 @@ export interface SimCreate {
   ports: number[];
   /** the machine's environment (GPULEASE_MODEL, OLLAMA_CONTEXT_LENGTH, the call-back, ...) */
   env?: Record<string, string>;
+  /** where the worker that rented it answers: its ports are served there */
+  origin?: string | null;
 }
 
 export type SimCreateResult =
@@ -169,6 +173,7 @@ export class SimCloud extends DurableObject<Env> {
         template: input.template,
         image: input.image,
         ports: input.ports,
+        origin: input.origin ?? null,
         readyMs: this.#settings.readySeconds * 1000,
         ollama: input.template === "ollama" ? simOllamaMeta(this.#settings, input.image, input.env ?? {}) : null,
       },
@@ -414,6 +419,7 @@ export class SimCloud extends DurableObject<Env> {
       error,
       template: typeof machine.meta.template === "string" ? machine.meta.template : "custom",
       ports: Array.isArray(machine.meta.ports) ? (machine.meta.ports as number[]) : [],
+      origin: typeof machine.meta.origin === "string" ? machine.meta.origin : null,
       ignore_terminates: machine.ignoreTerminates,
       ollama: simOllamaSummary(machine, ready ? { ...this.#ollamaHost(machine)!, now } : null),
     };

@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { loadConfig } from "../config";
-import { listCreates } from "../leases/creates";
+import { listCreates } from "../leases/create-records";
 import { openInferenceKey } from "../leases/inference-key";
 import { getLease, toLease } from "../leases/ledger";
 import { secretsOf } from "../lib/scrub";

@@ -23,10 +23,31 @@ function submitted(html: string, edits: Record<string, string>): Record<string, 
   return { ...values, ...edits };
 }
 
-async function offer(gpu: string): Promise<Offer> {
-  const offers = ((await (await api(`/v1/offers?provider=sim&gpu=${gpu}`)).json()) as { offers: Offer[] }).offers;
+/**
+ * The number inputs of the rent form a browser would refuse to submit (its constraint validation:
+ * below min, or off the step from min), with their values: a refused form sends nothing and the
+ * page shows no reason of ours.
+ */
+function unsubmittable(html: string): string[] {
+  const form = /<form method="post" action="\/rent"[\s\S]*?<\/form>/.exec(html)?.[0] ?? "";
+  const refused: string[] = [];
+  for (const m of form.matchAll(/<input([^>]*type="number"[^>]*)>/g)) {
+    const attr = (name: string) => new RegExp(`${name}="([^"]*)"`).exec(m[1]!)?.[1];
+    const value = attr("value");
+    if (!value) continue;
+    const min = Number(attr("min") ?? 0);
+    const step = attr("step") ?? "1";
+    const off = step !== "any" && Math.abs(((Number(value) - min) / Number(step)) % 1) > 1e-9;
+    if (Number(value) < min || off) refused.push(`${attr("name")}=${value} (min ${min}, step ${step})`);
+  }
+  return refused;
+}
+
+async function offer(gpu: string, provider = "sim"): Promise<Offer> {
+  const offers = ((await (await api(`/v1/offers?provider=${provider}&gpu=${gpu}`)).json()) as { offers: Offer[] })
+    .offers;
   const found = offers.find((o) => o.gpu_count === 1);
-  if (!found) throw new Error(`no sim ${gpu} offer`);
+  if (!found) throw new Error(`no ${provider} ${gpu} offer`);
   return found;
 }
 
@@ -97,5 +118,49 @@ describe("the rent form's pinned offer", () => {
     expect(res.status, html.slice(0, 2000)).toBe(200);
     expect(html).toContain(`name="offer_id" value="${picked.offer_id}"`);
     expect(html).not.toMatch(/released the offer/i);
+  });
+
+  it("does not carry the picked offer's VRAM into a new provider and GPU: the new choice is rented", async () => {
+    const fakes = installFakes(new RunpodFake(), new VastFake());
+    try {
+      // A Vast.ai RTX 4090 reports 24.6 GB; the sim's RTX 4090 has 24.
+      const picked = await offer("4090", "vast");
+      expect(picked.vram_gb).toBeGreaterThan(24);
+      const { cookie } = await signIn();
+      const form = await pinnedForm(cookie, picked);
+      expect(form).toContain(`value="${picked.vram_gb}"`);
+      // The browser must be able to send the form as it was prefilled.
+      expect(unsubmittable(form)).toEqual([]);
+      // The user picks another provider and GPU and leaves the prefilled VRAM as it was.
+      const review = await browse("/rent", { cookie, form: submitted(form, { provider: "sim", gpu: "4090" }) });
+      const html = await review.text();
+      expect(review.status, html.slice(0, 2000)).toBe(200);
+      // One RTX 4090 (24 GB) at sim: the 24.6 GB of the Vast.ai offer is no floor for the new choice.
+      expect(html).toMatch(/Machine\s*(<[^>]+>\s*)*RTX 4090 at sim/);
+      expect(html).toMatch(/released the offer you picked/i);
+      expect(unsubmittable(html)).toEqual([]);
+      const rented = await browse("/rent", { cookie, form: submitted(html, {}) });
+      expect(rented.status, (await rented.text()).slice(0, 2000)).toBe(303);
+      expect(rented.headers.get("Location")).toMatch(/^\/leases\/lse_/);
+      const lease = (await (await api(rented.headers.get("Location")!.replace("/leases/", "/v1/leases/"))).json()) as {
+        provider: string;
+        gpu_count: number;
+      };
+      expect(lease).toMatchObject({ provider: "sim", gpu_count: 1 });
+      await api(`${rented.headers.get("Location")!.replace("/leases/", "/v1/leases/")}/stop`, { method: "POST" });
+    } finally {
+      fakes.restore();
+    }
+  });
+
+  it("says which choices matched nothing, on the page", async () => {
+    const { cookie } = await signIn();
+    const res = await browse("/rent", {
+      cookie,
+      form: submitted(await pinnedForm(cookie, await offer("4090")), { gpu: "4090", vram_gb: "200" }),
+    });
+    const html = await res.text();
+    expect(res.status).toBe(409);
+    expect(html).toMatch(/No offer matches: provider sim, GPU 4090, at least 200 GB of VRAM/);
   });
 });

@@ -713,6 +713,36 @@ describe("INFER_RATE_LIMIT_PER_MIN", () => {
     expect((await llm(a.id, "api/tags", { key: a.key })).res.status).toBe(200);
   });
 
+  it("fails open, logged, when the limiter cannot be reached (as /v1 and sign-in do)", async () => {
+    const a = await runningModel();
+    overlayVars({ INFER_RATE_LIMIT_PER_MIN: "3" });
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      const unreachable = {
+        getByName: () => ({ admit: () => Promise.reject(new Error("Durable Object is overloaded")) }),
+      };
+      const ctx = createExecutionContext();
+      const res = await worker.fetch(
+        apiRequest(`/llm/${a.id}/api/tags`, { token: a.key }) as Request<unknown, IncomingRequestCfProperties>,
+        { ...env, RATE_LIMITER: unreachable } as unknown as Env,
+        ctx,
+      );
+      await res.text();
+      await waitOnExecutionContext(ctx);
+      expect(res.status).toBe(200);
+      expect(logged).toHaveBeenCalledWith(
+        expect.objectContaining({
+          level: "error",
+          event: "rate_limiter_unavailable",
+          outcome: "request let through",
+          request_id: expect.stringMatching(/^req_/),
+        }),
+      );
+    } finally {
+      logged.mockRestore();
+    }
+  });
+
   it("unlimited by default", async () => {
     const a = await runningModel();
     for (let i = 0; i < 30; i++) expect((await llm(a.id, "api/tags", { key: a.key })).res.status).toBe(200);

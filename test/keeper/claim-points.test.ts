@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { afterAll, describe, expect, it } from "vitest";
-import type { FoundMachine } from "../../src/leases/creates";
+import type { FoundMachine } from "../../src/leases/create-records";
 import { CrashSwitch, driveToEnd } from "../money-safety/crash";
 import { type Cell, formatMatrix } from "../robustness/matrix";
 import { fireNext, keeperOf } from "../support/keeper";

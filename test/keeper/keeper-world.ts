@@ -2,7 +2,7 @@ import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { expect } from "vitest";
 import type { LeaseKeeper } from "../../src/keeper/keeper";
-import type { FoundMachine } from "../../src/leases/creates";
+import type { FoundMachine } from "../../src/leases/create-records";
 import { iso } from "../../src/lib/time";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RunpodFake } from "../fakes/runpod";

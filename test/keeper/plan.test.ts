@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { nextStrayWorkAt, planStrayCalls, strayDueAt, strayFlag } from "../../src/keeper/plan";
-import type { CreateRecord } from "../../src/leases/creates";
+import type { CreateRecord } from "../../src/leases/create-records";
 import { machineCreate } from "../support/create-record";
 import { keeperTestSettings as s } from "../support/keeper-settings";
 

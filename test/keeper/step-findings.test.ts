@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { beforeEach, expect, it } from "vitest";
-import type { FoundMachine } from "../../src/leases/creates";
+import type { FoundMachine } from "../../src/leases/create-records";
 import { iso } from "../../src/lib/time";
 import { driveToEnd, runReaperCron } from "../money-safety/crash";
 import { apiDirect } from "../robustness/direct";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { CreateRecord } from "../../src/leases/creates";
+import type { CreateRecord } from "../../src/leases/create-records";
 import type { LeaseRow } from "../../src/leases/ledger";
 import { type WorstCaseBilling, worstCaseMinutes } from "../../src/leases/pricing";
 import { RentRefusal } from "../../src/leases/refusal";

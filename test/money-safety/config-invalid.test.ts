@@ -6,9 +6,9 @@ import {
 } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
-import { REAPER_CRON } from "../../src/cron";
 import worker from "../../src/index";
 import { simCloud } from "../../src/sim/cloud";
+import { REAPER_CRON } from "../../src/worker-crons";
 import { ADMIN_TOKEN } from "../helpers";
 import { driveUntil, Recorder, TestClock } from "../robustness/drive";
 import { keeperOf } from "../support/keeper";

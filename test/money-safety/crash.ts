@@ -1,7 +1,7 @@
 import { createExecutionContext, createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { REAPER_CRON } from "../../src/cron";
 import worker from "../../src/index";
+import { REAPER_CRON } from "../../src/worker-crons";
 import type { FakeService } from "../fakes/install";
 import { ADMIN_TOKEN } from "../helpers";
 import { fireNext, type TestClock } from "../robustness/drive";

@@ -31,7 +31,7 @@ type Shape = "one provider" | "two providers";
 type Outcome = "last ok" | "all ambiguous";
 
 /**
- * Listing lags. The rent path looks the label up at once and 1.5 s later (src/leases/create.ts);
+ * Listing lags. The rent path looks the label up at once and 1.5 s later (src/leases/rent.ts);
  * the keeper first looks a create up when its rent window (2 minutes, src/keeper/decide.ts) has
  * passed since it was sent, and concludes "no machine" from that look.
  */

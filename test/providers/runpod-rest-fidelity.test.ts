@@ -2,7 +2,7 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import worker from "../../src/index";
-import { RENT_DEADLINE_MS } from "../../src/leases/create";
+import { RENT_DEADLINE_MS } from "../../src/leases/rent";
 import { ProviderError } from "../../src/providers/http";
 import { CREATE_RATE_LIMIT_WAIT_MS } from "../../src/providers/runpod";
 import { createRunpodRestProvider, type RunpodRestOptions } from "../../src/providers/runpod-rest";

@@ -1,4 +1,4 @@
-import { type CreateOffer, type CreateRecord, CreateRecordSchema } from "../../src/leases/creates";
+import { type CreateOffer, type CreateRecord, CreateRecordSchema } from "../../src/leases/create-records";
 
 /** What a create asked for: a 1× RTX 4090 at RunPod at 0.69 USD an hour, with `over` on top. */
 export const createOffer = (over: Partial<CreateOffer> = {}): CreateOffer => ({

@@ -1,6 +1,6 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { listCreates } from "../../src/leases/creates";
+import { listCreates } from "../../src/leases/create-records";
 import { getLease, toLease } from "../../src/leases/ledger";
 import type { Lease } from "../../src/leases/schema";
 import { api } from "../helpers";

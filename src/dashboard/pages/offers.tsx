@@ -273,7 +273,7 @@ export function RentForm(props: { fields: RentFields; csrf: string; problem: Api
             </select>
           </div>
           <Field id="r-gpu" name="gpu" label="GPU" hint="name or part of it" value={v.gpu} />
-          <Field id="r-vram" name="vram_gb" label="Min. VRAM (GB)" type="number" min="1" step="1" value={v.vram_gb} />
+          <Field id="r-vram" name="vram_gb" label="Min. VRAM (GB)" type="number" min="1" step="any" value={v.vram_gb} />
         </div>
         <div>
           <label for="r-template">

@@ -4,7 +4,7 @@ import { DEFAULT_REGISTRIES } from "../../models/registries";
 import { fetchManifest, MEDIA_TYPE, manifestUrl, RegistryNotAllowedError } from "../../models/registry";
 import type { StoredManifest } from "./library";
 
-/** Ollama's error when the registry has no such manifest (os.ErrNotExist, server/images.go) */
+/** Ollama's error when the registry has no such manifest (os.ErrNotExist, ollama/ollama `server/images.go`) */
 export const MANIFEST_UNKNOWN = "pull model manifest: file does not exist";
 
 export type ManifestAnswer = ({ ok: true } & StoredManifest) | { ok: false; error: string };
@@ -25,7 +25,7 @@ export async function pullManifest(
     const manifest = await fetchManifest(parsed.ref, config, fetchImpl);
     const weights = manifest.layers.find((l) => l.mediaType === MEDIA_TYPE.model);
     if (!weights) {
-      // server/images.go: a safetensors model needs the MLX runtime, which a CUDA image lacks.
+      // ollama/ollama `server/images.go`: a safetensors model needs the MLX runtime, which a CUDA image lacks.
       return { ok: false, error: "this model requires MLX support, but the MLX runtime is not available" };
     }
     return {

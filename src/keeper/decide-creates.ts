@@ -4,7 +4,7 @@
  * machine a create made that is not the lease's current one (terminate, then two "gone" reads
  * in a row, like the lease's own teardown), with its billed time.
  */
-import { type CreateRecord, isStray, type StrayPatch } from "../leases/creates";
+import { type CreateRecord, isStray, type StrayPatch } from "../leases/create-records";
 import type { LeaseRow, NewEvent } from "../leases/ledger";
 import { machineCost, toUsd } from "../leases/pricing";
 import { iso, ms } from "../lib/time";

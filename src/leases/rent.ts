@@ -9,7 +9,14 @@ import { findOffer, listRankedOffers, type RankedOffer } from "../offers/service
 import { OLLAMA_PORT } from "../providers/ollama";
 import type { MachineSpec, Provider } from "../providers/types";
 import { hidingValues, type Services } from "../services";
-import { type CreateRecord, claimMachine, listCreates, noteUnresolved, resolveNone, writeAheadCreate } from "./creates";
+import {
+  type CreateRecord,
+  claimMachine,
+  listCreates,
+  noteUnresolved,
+  resolveNone,
+  writeAheadCreate,
+} from "./create-records";
 import { newInferenceKey, sealInferenceKey } from "./inference-key";
 import {
   appendEvents,
@@ -36,8 +43,6 @@ export const RENT_DEADLINE_MS = 15_000;
 /** A create that failed ambiguously may show up in the listing a moment later (RunPod's lag). */
 const LABEL_LOOKUP_RETRY_MS = 1_500;
 
-const LOCAL_ORIGIN = "http://localhost:8787";
-
 export interface CreateOptions {
   /** the caller's key; scoped to the token (or to `idempotencyScope`) before it is stored */
   idempotencyKey?: string | null;
@@ -46,10 +51,11 @@ export interface CreateOptions {
   scheduleId?: string | null;
   tokenId?: string | null;
   /**
-   * the origin the request came in on; the call-back URL uses PUBLIC_URL when set. Cron-started
-   * leases have no request: without PUBLIC_URL their call-back points at the local dev server.
+   * where the worker answers when PUBLIC_URL is unset: the origin the request came in on, or for
+   * a cron-started lease the origin of its schedule's last request. The call-back URL (and the
+   * sim's machine addresses) use PUBLIC_URL when it is set.
    */
-  origin?: string;
+  origin: string;
 }
 
 /**
@@ -158,7 +164,7 @@ export async function createLease(services: Services, input: LeaseInput, options
     return { ok: false, refusal: new RentRefusal("provider_error", `${detail}; nothing was rented`) };
   }
 
-  const base = services.config.publicUrl ?? options.origin?.replace(/\/+$/, "") ?? LOCAL_ORIGIN;
+  const base = services.config.publicUrl ?? options.origin.replace(/\/+$/, "");
   const spec = machineSpec(input, label, inserted.row.spec, {
     GPULEASE_CALLBACK_URL: `${base}/v1/leases/${leaseId}/done`,
     GPULEASE_CALLBACK_TOKEN: callbackToken,
@@ -178,7 +184,9 @@ export async function createLease(services: Services, input: LeaseInput, options
  * each have their own scope): the same key from two tokens names two rentals, and no token can
  * read another's lease through a key or pre-claim the dispatcher's predictable ones.
  */
-export function scopedIdempotencyKey(options: CreateOptions): string | null {
+export function scopedIdempotencyKey(
+  options: Pick<CreateOptions, "idempotencyKey" | "idempotencyScope" | "tokenId">,
+): string | null {
   if (!options.idempotencyKey) return null;
   const scope = options.idempotencyScope ?? (options.tokenId ? `token:${options.tokenId}` : "admin");
   // A header value cannot hold a line break: the first one splits scope and key unambiguously.

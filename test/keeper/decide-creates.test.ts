@@ -7,8 +7,8 @@ import {
   openStrays,
   straysCostIn,
   strayTerminateDue,
-} from "../../src/keeper/creates";
-import { type CreateRecord, isStray } from "../../src/leases/creates";
+} from "../../src/keeper/decide-creates";
+import { type CreateRecord, isStray } from "../../src/leases/create-records";
 import type { MachineStatus, ProviderName } from "../../src/providers/types";
 import { createRecord, machineCreate, noneCreate } from "../support/create-record";
 import { keeperTestSettings } from "../support/keeper-settings";
