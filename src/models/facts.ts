@@ -79,7 +79,8 @@ async function readArch(
   }
 }
 
-async function archOfDigest(db: D1Database, digest: string): Promise<ModelFacts | null> {
+/** The facts cached for a manifest digest, whatever name they were fetched by (no registry call). */
+export async function archOfDigest(db: D1Database, digest: string): Promise<ModelFacts | null> {
   const row = await db
     .prepare("SELECT * FROM model_manifests WHERE digest = ? ORDER BY fetched_at DESC LIMIT 1")
     .bind(digest)

@@ -17,6 +17,12 @@ export interface GgufArch {
   context_length: number | null;
   /** `<arch>.vocab_size`, else the length of `tokenizer.ggml.tokens`; null when neither is there */
   vocab_size: number | null;
+  /** null where the file has none (dense FFN length; absent in MoE files that give only the expert's) */
+  feed_forward_length: number | null;
+  expert_feed_forward_length: number | null;
+  /** experts per layer and the ones each token uses; null for a dense model */
+  expert_count: number | null;
+  expert_used_count: number | null;
 }
 
 /** The next chunk of the file, null at its end. */
@@ -81,9 +87,20 @@ const ARCH_KEYS = [
   "attention.head_count_kv",
   "attention.key_length",
   "attention.value_length",
+  // Mixture of experts: a token reads only the used experts (offers/bytes-per-token.ts).
+  "feed_forward_length",
+  "expert_feed_forward_length",
+  "expert_count",
+  "expert_used_count",
 ] as const;
 type ArchKey = (typeof ARCH_KEYS)[number];
 const ARCH_KEY_SET = new Set<string>(ARCH_KEYS);
+const OPTIONAL_KEYS = new Set<ArchKey>([
+  "feed_forward_length",
+  "expert_feed_forward_length",
+  "expert_count",
+  "expert_used_count",
+]);
 
 const MAX_KEY_BYTES = 65_535;
 const MAX_PER_LAYER_ARRAY = 65_536;
@@ -303,6 +320,10 @@ function resolve(architecture: string | null, counts: Map<string, number>, token
     value_length: get("attention.value_length") || null,
     context_length: get("context_length") || null,
     vocab_size: get("vocab_size") || tokens,
+    feed_forward_length: get("feed_forward_length") || null,
+    expert_feed_forward_length: get("expert_feed_forward_length") || null,
+    expert_count: get("expert_count") || null,
+    expert_used_count: get("expert_used_count") || null,
   };
 }
 
@@ -317,13 +338,23 @@ export async function readGgufArch(next: ChunkSource, maxBytes: number): Promise
   let architecture: string | null = null;
   let tokens: number | null = null;
   const counts = new Map<string, number>();
+  // The MoE keys are optional: a dense model has none, and reading its whole tokenizer to learn
+  // that would cost megabytes. Converters write every `<arch>.` key before the tokenizer's, so
+  // once a `tokenizer.` key went by, an expert key not seen is not there.
+  let pastArch = false;
   const complete = () =>
     architecture !== null &&
-    ARCH_KEYS.every((name) => counts.has(`${architecture}.${name}`) || (name === "vocab_size" && tokens !== null));
+    ARCH_KEYS.every(
+      (name) =>
+        counts.has(`${architecture}.${name}`) ||
+        (name === "vocab_size" && tokens !== null) ||
+        (pastArch && OPTIONAL_KEYS.has(name)),
+    );
 
   for (let i = 0; i < kvCount && !complete(); i++) {
     const key = await readString(reader, MAX_KEY_BYTES, "key");
     const type = await reader.u32();
+    if (key.startsWith("tokenizer.")) pastArch = true;
     if (key === "general.architecture" && type === TYPE.string) {
       architecture = await readString(reader, 1024, "architecture");
       continue;

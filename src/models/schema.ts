@@ -11,6 +11,11 @@ export const ModelArchSchema = z.object({
   context_length: z.number().int().positive().nullable(),
   /** `<arch>.vocab_size` or the tokenizer's length; feeds the graph estimate (0 when unknown) */
   vocab_size: z.number().int().nonnegative().nullable().optional(),
+  /** mixture of experts (GGUF `<arch>.expert_*`); absent in facts cached before they were read */
+  feed_forward_length: z.number().int().positive().nullable().optional(),
+  expert_feed_forward_length: z.number().int().positive().nullable().optional(),
+  expert_count: z.number().int().positive().max(4096).nullable().optional(),
+  expert_used_count: z.number().int().positive().max(4096).nullable().optional(),
 });
 
 /** what the registry says, cached */

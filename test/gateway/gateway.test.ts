@@ -486,7 +486,8 @@ describe("metering", () => {
       prompt += o.prompt_eval_count ?? 0;
       completion += o.eval_count ?? 0;
       if (o.eval_count && o.eval_duration)
-        decode.push(Math.round((o.eval_count / (o.eval_duration / 1e9)) * 100) / 100);
+        // Timed from the first token, as the runner times it: eval_count − 1 tokens in eval_duration.
+        decode.push(Math.round(((o.eval_count - 1) / (o.eval_duration / 1e9)) * 100) / 100);
     };
     const openaiCounts = (usage: { prompt_tokens: number; completion_tokens: number }) => {
       prompt += usage.prompt_tokens;
