@@ -304,6 +304,58 @@ describe("the Ollama HTTP surface at /sim/ollama/{ref}", () => {
     expect(whole.context).toHaveLength((whole.prompt_eval_count as number) + (whole.eval_count as number));
   });
 
+  it("/api/show, /api/embed, /api/embeddings, /v1/embeddings, /v1/completions and /v1/models/{id} in Ollama's shapes", async () => {
+    const shown = (await (await ollama(ref, "/api/show", { model: "llama3.2:1b" })).json()) as Record<string, unknown>;
+    expect(shown).toMatchObject({
+      details: { format: "gguf", family: "llama" },
+      model_info: { "general.architecture": "llama", "llama.context_length": 131_072 },
+      capabilities: ["completion", "tools"],
+    });
+    const missing = await ollama(ref, "/api/show", { model: "nope:1b" });
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toEqual({ error: "model 'nope:1b' not found" });
+
+    const embed = (await (await ollama(ref, "/api/embed", { model: "llama3.2:1b", input: ["a", "b c"] })).json()) as {
+      embeddings: number[][];
+      prompt_eval_count: number;
+    };
+    expect(embed.embeddings).toHaveLength(2);
+    expect(embed.embeddings[0]).toHaveLength(2048);
+    expect(Math.hypot(...embed.embeddings[0]!)).toBeCloseTo(1, 3);
+    expect(embed.prompt_eval_count).toBe(3);
+    const legacy = (await (await ollama(ref, "/api/embeddings", { model: "llama3.2:1b", prompt: "a" })).json()) as {
+      embedding: number[];
+    };
+    expect(legacy.embedding).toEqual(embed.embeddings[0]);
+    const list = (await (await ollama(ref, "/v1/embeddings", { model: "llama3.2:1b", input: "a" })).json()) as Record<
+      string,
+      unknown
+    >;
+    expect(list).toEqual({
+      object: "list",
+      data: [{ object: "embedding", embedding: embed.embeddings[0], index: 0 }],
+      model: "llama3.2:1b",
+      usage: { prompt_tokens: 1, total_tokens: 1 },
+    });
+
+    const completion = (await (
+      await ollama(ref, "/v1/completions", { model: "llama3.2:1b", prompt: "hi", max_tokens: 3 })
+    ).json()) as Record<string, unknown>;
+    expect(completion).toMatchObject({
+      object: "text_completion",
+      model: "llama3.2:1b",
+      system_fingerprint: "fp_ollama",
+      choices: [{ text: "Hello from llama3", index: 0, finish_reason: "length" }],
+      usage: { completion_tokens: 3 },
+    });
+
+    const retrieved = await ollama(ref, "/v1/models/llama3.2:1b");
+    expect(await retrieved.json()).toMatchObject({ id: "llama3.2:1b", object: "model", owned_by: "library" });
+    const unknown = await ollama(ref, "/v1/models/nope:1b");
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toMatchObject({ error: { type: "not_found_error" } });
+  });
+
   it("POST /api/generate streams NDJSON token by token, the last line with the counts", async () => {
     const res = await ollama(ref, "/api/generate", { model: "llama3.2:1b", prompt: "Why is the sky blue?" });
     expect(res.headers.get("content-type")).toBe("application/x-ndjson");
