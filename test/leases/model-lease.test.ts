@@ -356,8 +356,8 @@ describe("the start timeout grows with the weights", () => {
     await cloud().configure({ downloadMbs: 5 });
     const lease = await rentOk({ provider: "sim", model: "qwen2.5:32b", gpu: "4090", gpu_count: 1, max_minutes: 30 });
     const created = Date.parse(lease.created_at);
-    // 100 s of start-up plus 19.9 GB at 5 MB/s
-    expect(await loadTimeS(lease.offer_id!, "qwen2.5:32b")).toBe(4080);
+    // 100 s of start-up plus 19.85 GB (weights_gb to two decimals) at 5 MB/s
+    expect(await loadTimeS(lease.offer_id!, "qwen2.5:32b")).toBe(4070);
 
     // Past START_TIMEOUT_MIN and still pulling.
     clock.set(created + START_TIMEOUT_MS + 5_000);
@@ -380,7 +380,7 @@ describe("the start timeout grows with the weights", () => {
     const lease = await rentOk({ provider: "sim", model: "qwen2.5:32b", gpu: "4090", gpu_count: 1, max_minutes: 30 });
     const created = Date.parse(lease.created_at);
     const loadS = await loadTimeS(lease.offer_id!, "qwen2.5:32b");
-    expect(loadS).toBe(20_000);
+    expect(loadS).toBe(19_950); // 100 s + 19.85 GB at 1 MB/s
     const deadline = created + START_TIMEOUT_MS + loadS * 1000;
 
     clock.set(created + START_TIMEOUT_MS + 5_000);
