@@ -1,16 +1,18 @@
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { callerForToken, hasScope } from "../auth/middleware";
 import { ApiError } from "../errors";
 import { getLease, type LeaseRow } from "../leases/ledger";
 import { bearerToken, secretsEqual, sha256Hex } from "../lib/crypto";
 import type { AppEnv, Services } from "../services";
+import { inDialect } from "./error-shape";
 import { forwardedHeaders } from "./forward-headers";
+import { checkedRequest } from "./request-checks";
 import { InjectedUsageFilter, withStreamUsage } from "./stream-usage";
 import { UsageReader, type UsageSample } from "./usage";
 
 /** The routes a key holder may reach on the machine; anything that changes the server's models is not one. */
 const OPENAI_ROUTES = new Set(["chat/completions", "completions", "embeddings", "models"]);
-const OLLAMA_ROUTES = new Set(["generate", "chat", "embed", "tags", "ps", "show"]);
+const OLLAMA_ROUTES = new Set(["generate", "chat", "embed", "embeddings", "tags", "ps", "show", "version"]);
 const OLLAMA_REFUSED = new Set(["pull", "push", "delete", "create", "copy", "blobs"]);
 
 /**
@@ -18,10 +20,15 @@ const OLLAMA_REFUSED = new Set(["pull", "push", "delete", "create", "copy", "blo
  * (Ollama) forwarded to a running model lease's machine, streams passed through as they come,
  * every request counted (docs/architecture.md, "LLM gateway").
  */
-export const gatewayRoutes = new Hono<AppEnv>().all("/llm/:leaseId/*", async (c) => {
+export const gatewayRoutes = new Hono<AppEnv>().all("/llm/:leaseId/*", (c) => {
+  const rest = c.req.path.slice(`/llm/${c.req.param("leaseId")}/`.length).replace(/\/+$/, "");
+  // Errors in the shape of the caller's API: OpenAI's on /v1, Ollama's on /api (error-shape.ts).
+  return inDialect(rest, () => serve(c, rest));
+});
+
+async function serve(c: Context<AppEnv, "/llm/:leaseId/*">, rest: string): Promise<Response> {
   const services = c.get("services");
   const leaseId = c.req.param("leaseId");
-  const rest = c.req.path.slice(`/llm/${leaseId}/`.length).replace(/\/+$/, "");
   const lease = /^lse_[0-9a-z]{22}$/.test(leaseId) ? await getLease(services.db, leaseId) : null;
   if (lease?.template !== "ollama" || !lease.spec.model) throw new ApiError("not_found", "no such model lease");
   const caller = await authorize(services, lease, c.req.header("Authorization"));
@@ -39,16 +46,18 @@ export const gatewayRoutes = new Hono<AppEnv>().all("/llm/:leaseId/*", async (c)
     ? (input, init) => machineFetch(new Request(input as RequestInfo, init))
     : (input, init) => fetch(input, init);
   const target = `${base.replace(/\/+$/, "")}/${rest}${new URL(c.req.url).search}`;
-  return forward(send, c.req.raw, target, (sample) =>
+  const request = await checkedRequest(c.req.raw, rest, lease.spec.model.context_length);
+  return forward(send, request, target, (sample) =>
     c.executionCtx.waitUntil(services.keepers.recordUsage(lease.id, sample).catch(() => undefined)),
   );
-});
+}
 
 /** `v1/<openai route>` or `api/<ollama route>`; "refused" for Ollama's model-changing routes. */
 function routeOf(rest: string): "openai" | "ollama" | "refused" | null {
   const [root, ...tail] = rest.split("/");
   const name = tail.join("/");
-  if (root === "v1") return OPENAI_ROUTES.has(name) ? "openai" : null;
+  // `models/{id}`: the openai client's models.retrieve (Ollama's GET /v1/models/:model).
+  if (root === "v1") return OPENAI_ROUTES.has(name) || /^models\/[^/]+$/.test(name) ? "openai" : null;
   if (root === "api") {
     if (OLLAMA_REFUSED.has(tail[0] ?? "")) return "refused";
     return OLLAMA_ROUTES.has(name) ? "ollama" : null;

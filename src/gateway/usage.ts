@@ -1,3 +1,5 @@
+import { decodeRate } from "./decode-rate";
+
 /**
  * What one request through the gateway came to, from the server's own numbers (never guessed):
  * Ollama's `prompt_eval_count`, `eval_count` and `eval_duration` (native API, last NDJSON line or
@@ -8,7 +10,7 @@ export interface UsageSample {
   ok: boolean;
   prompt_tokens: number;
   completion_tokens: number;
-  /** decoded tokens per second (Ollama's eval_count ÷ eval_duration), when the server said */
+  /** decoded tokens per second ((eval_count − 1) ÷ eval_duration: decode-rate.ts), when the server said */
   decode_tokens_per_s: number | null;
   /** from the request to the first byte of the answer's body */
   first_token_ms: number | null;
@@ -40,8 +42,7 @@ export function countsOf(value: unknown): Counted | null {
   return {
     prompt_tokens: promptCount ?? 0,
     completion_tokens: evalCount ?? 0,
-    // eval_duration is in nanoseconds.
-    decode_tokens_per_s: evalCount && duration ? Math.round((evalCount / (duration / 1e9)) * 100) / 100 : null,
+    decode_tokens_per_s: decodeRate(evalCount, duration),
   };
 }
 

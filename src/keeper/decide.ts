@@ -2,11 +2,13 @@
  * The keeper's decisions, with no I/O: given the lease row, the loop's own state, what the
  * provider reported and the time, what changes, what is logged, and when to look again.
  */
+
 import type { Config } from "../config";
 import type { LeasePatch, LeaseRow, NewEvent } from "../leases/ledger";
 import { costCapAt, reservationUsd, roundMoney, timeCapAt, timeCost, toUsd } from "../leases/pricing";
 import type { StopReason } from "../leases/schema";
 import { iso, ms } from "../lib/time";
+import { loadedAtWithin } from "../providers/ollama-answer";
 import type { MachineStatus, OllamaProbe } from "../providers/types";
 
 export interface KeeperSettings {
@@ -355,7 +357,8 @@ function decideFromPoll(lease: LeaseRow, loop: LoopState, poll: PollResult, now:
           model: {
             ...lease.spec.model,
             digest: probe.digest ? `sha256:${probe.digest.replace(/^sha256:/, "")}` : lease.spec.model.digest,
-            loaded_at: iso(now),
+            // The server's own time of the load where it said one (providers/ollama-answer.ts).
+            loaded_at: iso(loadedAtWithin(probe.loaded_at, Date.parse(lease.rented_at ?? lease.created_at), now)),
           },
         };
       // No URL in the event: every read token sees events, the machine's URL is the renter's (access).

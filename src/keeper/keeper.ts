@@ -17,7 +17,9 @@ import { type RentEnd, rentalConcluded, settleRental } from "../leases/rental";
 import type { StopReason } from "../leases/schema";
 import { scrubError } from "../lib/scrub";
 import { iso, ms } from "../lib/time";
+import { cachedFactsOf } from "../models/facts";
 import { offerHost } from "../offers/bandwidth";
+import { leaseBandwidthGbs } from "../offers/lease-bandwidth";
 import { recordBandwidthSample } from "../offers/measured";
 import type { OllamaProbe, Provider, ProviderName } from "../providers/types";
 import { createServices, hidingValues, type Services } from "../services";
@@ -737,8 +739,9 @@ export class LeaseKeeper extends DurableObject<Env> {
   }
 
   /**
-   * Decoding reads every weight once per token: the median decode rate × the model's size is the
-   * memory bandwidth this lease really got, one sample per lease (later flushes replace it).
+   * Decoding reads the weights a token passes through (the used experts of a mixture) and the KV
+   * cache once per token: the median decode rate × those bytes is the memory bandwidth this lease
+   * really got (offers/lease-bandwidth.ts), one sample per lease (later flushes replace it).
    */
   private async recordBandwidth(services: Services, leaseId: string, meter: MeterState, now: number): Promise<void> {
     const tokensPerS = median(meter.decode);
@@ -751,7 +754,12 @@ export class LeaseKeeper extends DurableObject<Env> {
       gpu: lease.gpu,
       gpu_count: lease.gpu_count ?? 1,
       host: offerHost({ provider: lease.provider, offer_id: lease.offer_id }),
-      gbs: Math.round(tokensPerS * model.weights_gb * 100) / 100,
+      gbs: leaseBandwidthGbs(
+        tokensPerS,
+        model,
+        model.digest ? await cachedFactsOf(services.db, services.config, model.name, model.digest) : null,
+        meter,
+      ),
       at: iso(now),
       lease_id: leaseId,
     });

@@ -2,7 +2,7 @@ import type { Config } from "../config";
 import { iso, ms } from "../lib/time";
 import { ModelNotFoundError, RegistryUnavailableError } from "./errors";
 import { GgufError, readGgufArch } from "./gguf";
-import type { ModelRef } from "./reference";
+import { type ModelRef, parseModelRef } from "./reference";
 import { redirectAllowed } from "./registries";
 import { blobUrl, fetchManifest, type Manifest, MEDIA_TYPE, openBlob, registryBase } from "./registry";
 import { ModelArchSchema, type ModelFacts } from "./schema";
@@ -149,6 +149,27 @@ async function save(db: D1Database, registry: string, facts: ModelFacts, at: num
     )
     .bind(facts.name, registry, facts.digest, facts.weights_bytes, JSON.stringify(facts.arch), iso(at))
     .run();
+}
+
+/**
+ * The facts cached for a model's digest from the registry its name resolves to, with no registry
+ * call; null when none are cached or the name's registry is not (or no longer) allowed.
+ */
+export async function cachedFactsOf(
+  db: D1Database,
+  config: Config,
+  name: string,
+  digest: string,
+): Promise<ModelFacts | null> {
+  const parsed = parseModelRef(name);
+  if (!parsed.ok) return null;
+  let registry: string;
+  try {
+    registry = new URL(registryBase(parsed.ref, config)).origin;
+  } catch {
+    return null;
+  }
+  return archOfDigest(db, registry, digest);
 }
 
 /**

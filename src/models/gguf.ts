@@ -25,6 +25,10 @@ export interface GgufArch {
   output_tied: boolean;
   sliding_window: number | null;
   sliding_window_pattern: number | null;
+  /** null where the file has none (dense FFN length; absent in MoE files that give only the expert's) */
+  feed_forward_length: number | null;
+  expert_feed_forward_length: number | null;
+  /** experts per layer and the ones each token uses; null for a dense model */
   expert_count: number | null;
   expert_used_count: number | null;
 }
@@ -93,6 +97,9 @@ const ARCH_KEYS = [
   "attention.value_length",
   "attention.sliding_window",
   "attention.sliding_window_pattern",
+  // Mixture of experts: a token reads only the used experts (offers/bytes-per-token.ts).
+  "feed_forward_length",
+  "expert_feed_forward_length",
   "expert_count",
   "expert_used_count",
 ] as const;
@@ -400,6 +407,8 @@ function resolve(
     ...tensors,
     sliding_window: get("attention.sliding_window") || null,
     sliding_window_pattern: get("attention.sliding_window_pattern") || null,
+    feed_forward_length: get("feed_forward_length") || null,
+    expert_feed_forward_length: get("expert_feed_forward_length") || null,
     expert_count: get("expert_count") || null,
     expert_used_count: get("expert_used_count") || null,
   };

@@ -25,10 +25,13 @@ export const ModelArchSchema = z.object({
   /** `<arch>.attention.sliding_window_pattern` when it is a number */
   sliding_window_pattern: z.number().int().nonnegative().nullable().optional(),
   /** `<arch>.expert_count` and `<arch>.expert_used_count` (mixture of experts) */
-  expert_count: z.number().int().nonnegative().nullable().optional(),
-  expert_used_count: z.number().int().nonnegative().nullable().optional(),
+  expert_count: z.number().int().nonnegative().max(4096).nullable().optional(),
+  expert_used_count: z.number().int().nonnegative().max(4096).nullable().optional(),
   /** `num_ctx` from the manifest's params layer: it overrides OLLAMA_CONTEXT_LENGTH (ollama `server/routes.go` line 141) */
   params_num_ctx: z.number().int().positive().nullable().optional(),
+  /** dense and expert FFN lengths (GGUF `<arch>.feed_forward_length`, `<arch>.expert_feed_forward_length`) */
+  feed_forward_length: z.number().int().positive().nullable().optional(),
+  expert_feed_forward_length: z.number().int().positive().nullable().optional(),
 });
 
 /** what the registry says, cached */

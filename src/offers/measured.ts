@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { iso, ms } from "../lib/time";
+import { GPU_SPECS, normaliseGpuName } from "../providers/gpus";
 import { ProviderNameSchema } from "../providers/types";
 import { type MeasuredFigure, measuredKey, multiGpuFactor } from "./bandwidth";
 
@@ -27,15 +28,59 @@ export const BandwidthSampleSchema = z.object({
 export type BandwidthSample = z.input<typeof BandwidthSampleSchema>;
 
 /**
+ * How far above the card's vendor bandwidth a per-card figure may be and still count: the bytes
+ * read per token are an estimate (quantisation blocks, the KV cache's fill), not a measurement.
+ */
+export const VENDOR_TOLERANCE = 1.2;
+
+/** Why a sample was not recorded: counted per reason in `bandwidth_rejects`. */
+export type SampleRejection = "above_vendor_bandwidth";
+
+/** The vendor's figure for a lease's card by its display name, or null for a card not in the table. */
+export function vendorBandwidthGbs(gpu: string): number | null {
+  const card = normaliseGpuName(gpu);
+  if (!card) return null;
+  const spec = GPU_SPECS.find(
+    (s) =>
+      normaliseGpuName(s.name) === card ||
+      s.vast.some((name) => normaliseGpuName(name) === card) ||
+      s.runpod.some((id) => normaliseGpuName(id) === card),
+  );
+  return spec?.bandwidth_gbs ?? null;
+}
+
+/** pure: why a per-card figure cannot be what the card delivered, or null when it can. */
+export function implausible(gpu: string, perCardGbs: number): SampleRejection | null {
+  const vendor = vendorBandwidthGbs(gpu);
+  return vendor !== null && perCardGbs > vendor * VENDOR_TOLERANCE ? "above_vendor_bandwidth" : null;
+}
+
+/**
  * Records one sample and prunes a bounded batch of samples past the window, in one round trip.
  * A lease that decoded nothing measured nothing: a `gbs` that is not a positive number is not
- * recorded (false).
+ * recorded (false). Nor is a figure beyond the card's vendor bandwidth × VENDOR_TOLERANCE: it is
+ * counted by reason (`bandwidth_rejects`) and dropped, and the lease's earlier sample with it.
  */
 export async function recordBandwidthSample(db: D1Database, input: BandwidthSample): Promise<boolean> {
   if (!(Number.isFinite(input.gbs) && input.gbs > 0)) return false;
   const sample = BandwidthSampleSchema.parse(input);
   const at = ms(sample.at);
   const perCard = sample.gbs / multiGpuFactor(sample.gpu_count);
+  const rejection = implausible(sample.gpu, perCard);
+  if (rejection) {
+    await db.batch([
+      db
+        .prepare(
+          `INSERT INTO bandwidth_rejects (reason, count, last_at, last_provider, last_gpu, last_gbs)
+           VALUES (?1, 1, ?2, ?3, ?4, ?5)
+           ON CONFLICT (reason) DO UPDATE SET count = count + 1, last_at = excluded.last_at,
+             last_provider = excluded.last_provider, last_gpu = excluded.last_gpu, last_gbs = excluded.last_gbs`,
+        )
+        .bind(rejection, iso(at), sample.provider, sample.gpu, perCard),
+      db.prepare("DELETE FROM bandwidth_samples WHERE lease_id = ?1").bind(sample.lease_id ?? null),
+    ]);
+    return false;
+  }
   await db.batch([
     db
       .prepare(
@@ -71,6 +116,14 @@ export async function recordBandwidthSample(db: D1Database, input: BandwidthSamp
  * a host: all its samples) and every host that has samples (measuredKey with the host), read in
  * one query for all offers.
  */
+/** Samples dropped so far, by reason (the offers' operator view and tests). */
+export async function bandwidthRejects(db: D1Database): Promise<Partial<Record<SampleRejection, number>>> {
+  const { results } = await db
+    .prepare("SELECT reason, count FROM bandwidth_rejects")
+    .all<{ reason: SampleRejection; count: number }>();
+  return Object.fromEntries(results.map((r) => [r.reason, r.count]));
+}
+
 export async function measuredBandwidth(db: D1Database, now: number): Promise<Map<string, MeasuredFigure>> {
   const { results } = await db
     .prepare(

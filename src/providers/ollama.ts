@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { USER_AGENT } from "../version";
+import { readGeneration } from "./ollama-answer";
 import type { OllamaProbe } from "./types";
 
 /** The port an Ollama server listens on in every template that runs one. */
@@ -126,7 +127,10 @@ export async function probeOllama(
     // A model the server cannot load (too large for host and GPU, a broken blob) says so here.
     return generated.status >= 500 && error ? { phase: "failed", error } : { phase: "loading", digest: pulled.digest };
   }
-  await generated.body?.cancel();
+  // Running means a generation of the model answered: a 200 that is not one (a load-only
+  // answer, an error line, a body cut off) is still loading.
+  const answer = await readGeneration(generated);
+  if (!answer) return { phase: "loading", digest: pulled.digest };
   try {
     const res = await call("/api/ps");
     const loaded = PsSchema.safeParse(res.status === 200 ? await res.json() : null);
@@ -134,7 +138,7 @@ export async function probeOllama(
     if (!entry) return { phase: "loading", digest: pulled.digest };
     if (entry.size_vram < entry.size)
       return { phase: "spilled", digest: pulled.digest, size: entry.size, size_vram: entry.size_vram };
-    return { phase: "ready", digest: pulled.digest };
+    return { phase: "ready", digest: pulled.digest, loaded_at: answer.loadedAt };
   } catch {
     return { phase: "loading", digest: pulled.digest };
   }
@@ -175,7 +179,12 @@ async function pull(
         const parsed = PullLineSchema.safeParse(safeJson(line));
         if (!parsed.success) continue;
         if (parsed.data.error) return { phase: "failed", error: parsed.data.error };
-        if (parsed.data.status === "success") return { phase: "loading", digest: "" };
+        // A download that ended inside this read was still a download: it shows as pulling (100 %),
+        // and the next look loads the model with a generation.
+        if (parsed.data.status === "success")
+          return progress.total
+            ? { phase: "pulling", completed: progress.total, total: progress.total }
+            : { phase: "loading", digest: "" };
         if (parsed.data.total) {
           progress.total = parsed.data.total;
           progress.completed = parsed.data.completed ?? 0;

@@ -124,7 +124,12 @@ export type OllamaProbe =
   /** loaded with part of it in host memory: it does not fit the GPUs */
   | { phase: "spilled"; digest: string; size: number; size_vram: number }
   /** a one-token generation of the model answered (digest "" for an empty server) */
-  | { phase: "ready"; digest: string }
+  | {
+      phase: "ready";
+      digest: string;
+      /** when the server says its runner finished loading the model (ms), where it said */
+      loaded_at?: number | null;
+    }
   /** the server said the model cannot be had (its own error text) */
   | { phase: "failed"; error: string };
 

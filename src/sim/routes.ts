@@ -111,6 +111,7 @@ const MachineSchema = z
             digest: z.string().optional(),
             size: z.number().optional(),
             size_vram: z.number().optional(),
+            loaded_at: z.number().nullable().optional().openapi({ description: "ready: when its load ended (ms)" }),
             error: z.string().optional(),
           })
           .openapi({ description: "what the keeper's probe finds for that model now" }),

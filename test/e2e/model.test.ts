@@ -90,7 +90,7 @@ describe("a model lease", () => {
     expect(rented.model).toEqual({
       name: MODEL,
       digest,
-      weights_gb: 1.4,
+      weights_gb: 1.32, // 1,321,082,688 bytes, to two decimals
       vram_need_gb: expect.any(Number),
       context_length: 4096,
       loaded_at: null,

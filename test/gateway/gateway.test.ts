@@ -1,5 +1,6 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import OpenAI from "openai";
 import { afterEach, beforeEach, describe, expect, it, type MockInstance, vi } from "vitest";
 import { spentUsd } from "../../src/account/spend";
 import { loadConfig, loadSettings, overlayVars } from "../../src/config";
@@ -119,6 +120,28 @@ async function sha256Hex(text: string): Promise<string> {
   return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/**
+ * A gateway error in the caller's dialect: OpenAI's `{"error": {"message", "type", "param", "code"}}`
+ * under v1/, Ollama's `{"error": "<message>"}` under api/ (no code there), gpulease's envelope else.
+ */
+async function gatewayError(res: Response, path: string): Promise<{ code: string | null; message: string }> {
+  const body = (await res.json()) as { error: unknown; code?: string };
+  if (path.startsWith("v1")) {
+    expect(body).toEqual({
+      error: { message: expect.any(String), type: expect.any(String), param: null, code: expect.any(String) },
+    });
+    const error = body.error as { message: string; code: string };
+    return { code: error.code, message: error.message };
+  }
+  if (path.startsWith("api")) {
+    expect(Object.keys(body)).toEqual(["error"]);
+    expect(typeof body.error).toBe("string");
+    return { code: null, message: body.error as string };
+  }
+  expect(typeof body.code).toBe("string");
+  return { code: body.code ?? null, message: body.error as string };
+}
+
 async function leaseBody(id: string): Promise<{ lease: Lease; text: string }> {
   const res = await api(`/v1/leases/${id}`);
   expect(res.status).toBe(200);
@@ -190,8 +213,9 @@ describe("keys: shown once, stored hashed, scoped to their lease, rotated", () =
       const { res } = await llmCall(leaseId, path, { key });
       expect(res.status, `${key?.slice(0, 8)} on ${leaseId}/${path}`).toBe(401);
       expect(res.headers.get("WWW-Authenticate")).toContain("Bearer");
-      const body = await errorBody(res);
-      expect(body.code).toBe("unauthorized");
+      const body = await gatewayError(res, path);
+      if (path.startsWith("v1")) expect(body.code).toBe("unauthorized");
+      expect(body.message).toContain("inference key");
       if (key) expect(JSON.stringify(body)).not.toContain(key);
     };
     // One character off, the right shape.
@@ -273,21 +297,14 @@ describe("routes: what the gateway forwards and what it does not", () => {
       const method = path === "api/delete" ? "DELETE" : "POST";
       const { res } = await llmCall(a.id, path, { key: a.key, method, json: { model: "qwen3:0.6b", name: "x" } });
       expect(res.status, path).toBe(403);
-      expect((await errorBody(res)).code).toBe("forbidden");
+      expect((await gatewayError(res, path)).message).toContain("changes the server's models");
     }
-    for (const path of [
-      "api/version",
-      "api/nothing",
-      "v1/audio/speech",
-      "v1",
-      "metrics",
-      "v1/chat",
-      "api//pull",
-      "api/PULL",
-    ]) {
+    for (const path of ["api/nothing", "v1/audio/speech", "v1", "metrics", "v1/chat", "api//pull", "api/PULL"]) {
       const { res } = await llmCall(a.id, path, { key: a.key });
       expect(res.status, path).toBe(404);
-      expect((await errorBody(res)).code).toBe("not_found");
+      const error = await gatewayError(res, path);
+      expect(error.message).toContain("no gateway route");
+      if (!path.startsWith("api")) expect(error.code).toBe("not_found");
     }
     // Nothing of it reached the server: still only the lease's model, nothing pulled.
     const after = await llm(a.id, "api/tags", { key: a.key });
@@ -304,8 +321,94 @@ describe("routes: what the gateway forwards and what it does not", () => {
     for (const id of [plain.id, unknown, "lse_short", "..%2f..%2fv1"]) {
       const { res } = await llmCall(id, "api/tags", { key: admin });
       expect(res.status, id).toBe(404);
-      expect((await errorBody(res)).code).toBe("not_found");
+      // An id with encoded slashes is no gateway path at all: the API's own 404.
+      if (id.includes("%2f")) expect((await errorBody(res)).code).toBe("not_found");
+      else expect((await gatewayError(res, "api/tags")).message).toBe("no such model lease");
     }
+  });
+});
+
+describe("the surface clients call: routes, errors in each API's shape, options the lease cannot give", () => {
+  /** The official openai client, its requests sent through the worker's fetch handler. */
+  function openaiClient(leaseId: string, key: string): OpenAI {
+    return new OpenAI({
+      apiKey: key,
+      baseURL: `https://gpulease.test/llm/${leaseId}/v1`,
+      maxRetries: 0,
+      fetch: async (input: string | URL | Request, init?: RequestInit) => {
+        const { res, settled } = await llmCall(leaseId, new URL(String(input)).pathname.split(`/llm/${leaseId}/`)[1]!, {
+          key,
+          method: init?.method ?? "GET",
+          json: typeof init?.body === "string" ? JSON.parse(init.body) : undefined,
+        });
+        const text = await res.text();
+        await settled();
+        return new Response(text, { status: res.status, headers: res.headers });
+      },
+    });
+  }
+
+  it("/v1/models/{id} (models.retrieve), /api/version and /api/embeddings are forwarded", async () => {
+    const a = await runningModel();
+    const client = openaiClient(a.id, a.key);
+    expect(await client.models.retrieve(MODEL)).toMatchObject({ id: MODEL, object: "model", owned_by: "library" });
+    const version = await llm(a.id, "api/version", { key: a.key });
+    expect(version.res.status).toBe(200);
+    expect(JSON.parse(version.text)).toEqual({ version: expect.stringMatching(/^\d+\.\d+\.\d+/) });
+    const embedding = await llm(a.id, "api/embeddings", { key: a.key, json: { model: MODEL, prompt: "hi" } });
+    expect(embedding.res.status).toBe(200);
+    expect((JSON.parse(embedding.text) as { embedding: number[] }).embedding.length).toBeGreaterThan(0);
+    const listed = await client.embeddings.create({ model: MODEL, input: ["a", "b"] });
+    expect(listed.data).toHaveLength(2);
+  });
+
+  it("the openai client reads the gateway's errors as OpenAI errors: status, message, type and code", async () => {
+    const a = await rentModel();
+    const client = openaiClient(a.id, a.key);
+    const notRunning = await client.chat.completions.create(chatBody("hi") as never).catch((e: unknown) => e);
+    expect(notRunning).toBeInstanceOf(OpenAI.APIError);
+    const error = notRunning as InstanceType<typeof OpenAI.APIError>;
+    expect(error.status).toBe(409);
+    expect(error.code).toBe("lease_not_running");
+    expect(error.type).toBe("conflict_error");
+    expect(error.message).toContain("the lease is provisioning");
+    const badKey = await openaiClient(a.id, "glk_nope")
+      .models.list()
+      .catch((e: unknown) => e);
+    expect(badKey).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect((badKey as InstanceType<typeof OpenAI.APIError>).code).toBe("unauthorized");
+  });
+
+  it("options.num_ctx above the sized context and a keep_alive that unloads the model are a 400; other options pass", async () => {
+    const a = await runningModel();
+    // Sized for 4096 tokens (the default context).
+    for (const [path, json, words] of [
+      ["api/generate", { model: MODEL, prompt: "hi", options: { num_ctx: 8192 } }, "num_ctx 8192 is above the 4096"],
+      ["api/chat", { ...chatBody("hi"), options: { num_ctx: 4097 } }, "num_ctx 4097"],
+      ["api/embed", { model: MODEL, input: "hi", options: { num_ctx: 32_768 } }, "num_ctx 32768"],
+      ["api/generate", { model: MODEL, prompt: "hi", keep_alive: 0 }, "keep_alive 0 would unload the model"],
+      ["api/chat", { ...chatBody("hi"), keep_alive: "0s" }, 'keep_alive "0s" would unload'],
+      ["api/embeddings", { model: MODEL, prompt: "hi", keep_alive: "5m" }, "after 300 s"],
+      ["api/generate", { model: MODEL, prompt: "hi", keep_alive: 30 }, "after 30 s"],
+    ] as const) {
+      const { res, text } = await llm(a.id, path, { key: a.key, json });
+      expect(res.status, `${path} ${text}`).toBe(400);
+      expect(JSON.parse(text)).toEqual({ error: expect.stringContaining(words) });
+    }
+    // Forever (negative, as Ollama reads it), a smaller context and other options go through.
+    for (const json of [
+      { model: MODEL, prompt: "hi", stream: false, keep_alive: -1 },
+      { model: MODEL, prompt: "hi", stream: false, keep_alive: "-1m" },
+      { model: MODEL, prompt: "hi", stream: false, options: { num_ctx: 4096, temperature: 0.2, num_predict: 5 } },
+      { model: MODEL, prompt: "hi", stream: false, options: { num_ctx: 2048 } },
+    ]) {
+      const { res, text } = await llm(a.id, "api/generate", { key: a.key, json });
+      expect(res.status, JSON.stringify(json)).toBe(200);
+      expect(JSON.parse(text)).toMatchObject({ done: true });
+    }
+    // The model is still loaded for good on the machine.
+    const ps = JSON.parse((await llm(a.id, "api/ps", { key: a.key })).text) as { models: { name: string }[] };
+    expect(ps.models.map((m) => m.name)).toContain(MODEL);
   });
 });
 
@@ -317,9 +420,9 @@ describe("409 lease_not_running", () => {
         const init = path === "api/tags" ? { key: a.key } : { key: a.key, json: chatBody("hi") };
         const { res } = await llmCall(a.id, path, init);
         expect(res.status, `${status} ${path}`).toBe(409);
-        const body = await errorBody(res);
-        expect(body.code).toBe("lease_not_running");
-        expect(body.error).toContain(status);
+        const body = await gatewayError(res, path);
+        if (path.startsWith("v1")) expect(body.code).toBe("lease_not_running");
+        expect(body.message).toContain(status);
       }
       expect((await llmCall(a.id, "api/tags", { key: "glk_nope" })).res.status).toBe(401);
     };
@@ -498,7 +601,8 @@ describe("metering", () => {
       prompt += o.prompt_eval_count ?? 0;
       completion += o.eval_count ?? 0;
       if (o.eval_count && o.eval_duration)
-        decode.push(Math.round((o.eval_count / (o.eval_duration / 1e9)) * 100) / 100);
+        // Timed from the first token, as the runner times it: eval_count − 1 tokens in eval_duration.
+        decode.push(Math.round(((o.eval_count - 1) / (o.eval_duration / 1e9)) * 100) / 100);
     };
     const openaiCounts = (usage: { prompt_tokens: number; completion_tokens: number }) => {
       prompt += usage.prompt_tokens;
@@ -695,7 +799,7 @@ describe("INFER_RATE_LIMIT_PER_MIN", () => {
     for (let i = 0; i < 3; i++) expect((await llm(a.id, "api/tags", { key: a.key })).res.status).toBe(200);
     const { res } = await llmCall(a.id, "api/tags", { key: a.key });
     expect(res.status).toBe(429);
-    expect((await errorBody(res)).code).toBe("rate_limited");
+    expect((await gatewayError(res, "api/tags")).message).toContain("requests a minute");
     const retry = Number(res.headers.get("Retry-After"));
     expect(retry).toBeGreaterThan(0);
     expect(retry).toBeLessThanOrEqual(60);

@@ -51,11 +51,11 @@ const openaiStream = [
 
 describe("UsageReader: the server's own counts, read as the body passes", () => {
   it("Ollama NDJSON: the last line's prompt_eval_count and eval_count, decode tokens/s from eval_duration (ns)", () => {
-    // 12 tokens in 0.48 s: 25 tokens/s.
+    // 12 tokens, 11 of them in the 0.48 s timed from the first one: 22.92 tokens/s.
     expect(readAll("ndjson", ollamaStream)).toEqual({
       prompt_tokens: 26,
       completion_tokens: 12,
-      decode_tokens_per_s: 25,
+      decode_tokens_per_s: 22.92,
     });
   });
 
@@ -72,7 +72,7 @@ describe("UsageReader: the server's own counts, read as the body passes", () => 
       expect(readAll("ndjson", ollamaStream, size)).toEqual({
         prompt_tokens: 26,
         completion_tokens: 12,
-        decode_tokens_per_s: 25,
+        decode_tokens_per_s: 22.92,
       });
       expect(readAll("sse", openaiStream, size)).toEqual({
         prompt_tokens: 31,
@@ -115,7 +115,11 @@ describe("UsageReader: the server's own counts, read as the body passes", () => 
       eval_count: 50,
       eval_duration: 2_000_000_000,
     });
-    expect(readAll("json", ollama, 10)).toEqual({ prompt_tokens: 20, completion_tokens: 50, decode_tokens_per_s: 25 });
+    expect(readAll("json", ollama, 10)).toEqual({
+      prompt_tokens: 20,
+      completion_tokens: 50,
+      decode_tokens_per_s: 24.5,
+    });
     // Embeddings: prompt tokens only (OpenAI has no completion_tokens there; Ollama /api/embed only prompt_eval_count).
     expect(
       readAll("json", JSON.stringify({ object: "list", data: [], usage: { prompt_tokens: 6, total_tokens: 6 } })),
@@ -192,8 +196,19 @@ describe("countsOf", () => {
       decode_tokens_per_s: null,
     });
     expect(countsOf({ eval_count: 10, eval_duration: 0 })).toMatchObject({ decode_tokens_per_s: null });
-    // Rounded to two places: 7 tokens in 0.3 s.
-    expect(countsOf({ eval_count: 7, eval_duration: 300_000_000 })?.decode_tokens_per_s).toBe(23.33);
+    // Rounded to two places: 8 tokens, 7 timed in 0.3 s.
+    expect(countsOf({ eval_count: 8, eval_duration: 300_000_000 })?.decode_tokens_per_s).toBe(23.33);
+  });
+
+  it("decoding is timed from the first sampled token: eval_duration covers eval_count − 1, short answers give no rate", () => {
+    // The runner's clock starts at the first token: a one-token answer's duration is ~0, not a rate.
+    expect(countsOf({ eval_count: 1, eval_duration: 1_000 })?.decode_tokens_per_s).toBeNull();
+    // Two tokens in 40 ms is one token in 40 ms: 25/s, not 50/s; still too short to count.
+    expect(countsOf({ eval_count: 2, eval_duration: 40_000_000 })?.decode_tokens_per_s).toBeNull();
+    expect(countsOf({ eval_count: 4, eval_duration: 120_000_000 })?.decode_tokens_per_s).toBeNull();
+    // Five tokens: four timed in 160 ms, 25/s.
+    expect(countsOf({ eval_count: 5, eval_duration: 160_000_000 })?.decode_tokens_per_s).toBe(25);
+    expect(countsOf({ eval_count: 5.5, eval_duration: 160_000_000 })?.decode_tokens_per_s).toBeNull();
   });
 });
 

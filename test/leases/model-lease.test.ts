@@ -74,6 +74,14 @@ async function stepUntilSimPhase(ref: string, phase: string, maxMs: number, step
   }
 }
 
+/** loaded_at is the server's load: at or before the poll that saw the model answer, never after. */
+function expectLoadedBeforeRunning(running: Lease): void {
+  const loadedAt = Date.parse(running.model?.loaded_at ?? "");
+  const runningAt = Date.parse(running.running_at ?? "");
+  expect(loadedAt).toBeLessThanOrEqual(runningAt);
+  expect(loadedAt).toBeGreaterThan(runningAt - 120_000);
+}
+
 const drive = (leaseId: string, status: Lease["status"], maxAlarms = 200) =>
   driveTo(leaseId, status, { clock, maxAlarms });
 
@@ -124,7 +132,7 @@ describe("a model lease on the sim: pulled, loaded, answering", () => {
     expect(lease.model).toEqual({
       name: "llama3.2:1b",
       digest,
-      weights_gb: 1.4,
+      weights_gb: 1.32,
       vram_need_gb: need.vram_need_gb,
       context_length: 4096,
       loaded_at: null,
@@ -158,11 +166,14 @@ describe("a model lease on the sim: pulled, loaded, answering", () => {
       name: "llama3.2:1b",
       // the server's own digest of what it loaded, in the registry's form
       digest,
-      weights_gb: 1.4,
+      weights_gb: 1.32,
       vram_need_gb: need.vram_need_gb,
       context_length: 4096,
-      loaded_at: running.running_at,
+      loaded_at: expect.any(String),
     });
+    // The sim's own time of the load: pulled at 25.3 s + 26.4 s, loaded in 0.66 s (1.32 GB at 2 GB/s).
+    expect(Date.parse(running.model!.loaded_at!) - Date.parse(lease.created_at)).toBe(25_000 + 300 + 26_422 + 661);
+    expectLoadedBeforeRunning(running);
     expect(running.model?.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
     // Running only once the model answered: the pull (26 s) and the load came first.
     expect(Date.parse(running.running_at!) - Date.parse(lease.created_at)).toBeGreaterThan(25_000 + 26_000);
@@ -326,7 +337,7 @@ describe("sizing from the registry, before anything is rented", () => {
     registry.down = null;
     const running = await drive(lease.id, "running");
     expect(running.model?.digest).toBe(await registry.manifestDigest(mistral));
-    expect(running.model?.loaded_at).toBe(running.running_at);
+    expectLoadedBeforeRunning(running);
   });
 });
 
@@ -345,8 +356,8 @@ describe("the start timeout grows with the weights", () => {
     await cloud().configure({ downloadMbs: 5 });
     const lease = await rentOk({ provider: "sim", model: "qwen2.5:32b", gpu: "4090", gpu_count: 1, max_minutes: 30 });
     const created = Date.parse(lease.created_at);
-    // 100 s of start-up plus 19.9 GB at 5 MB/s
-    expect(await loadTimeS(lease.offer_id!, "qwen2.5:32b")).toBe(4080);
+    // 100 s of start-up plus 19.85 GB (weights_gb to two decimals) at 5 MB/s
+    expect(await loadTimeS(lease.offer_id!, "qwen2.5:32b")).toBe(4070);
 
     // Past START_TIMEOUT_MIN and still pulling.
     clock.set(created + START_TIMEOUT_MS + 5_000);
@@ -360,7 +371,7 @@ describe("the start timeout grows with the weights", () => {
     clock.set(created + 3_900_000);
     const running = await drive(lease.id, "running", 50);
     expect(Date.parse(running.running_at!) - created).toBeGreaterThan(3_995_000);
-    expect(running.model?.loaded_at).toBe(running.running_at);
+    expectLoadedBeforeRunning(running);
   });
 
   it("a pull slower than the offer's estimate is still stopped with start_timeout once the grown deadline passes", async () => {
@@ -369,7 +380,7 @@ describe("the start timeout grows with the weights", () => {
     const lease = await rentOk({ provider: "sim", model: "qwen2.5:32b", gpu: "4090", gpu_count: 1, max_minutes: 30 });
     const created = Date.parse(lease.created_at);
     const loadS = await loadTimeS(lease.offer_id!, "qwen2.5:32b");
-    expect(loadS).toBe(20_000);
+    expect(loadS).toBe(19_950); // 100 s + 19.85 GB at 1 MB/s
     const deadline = created + START_TIMEOUT_MS + loadS * 1000;
 
     clock.set(created + START_TIMEOUT_MS + 5_000);
@@ -427,14 +438,14 @@ describe("a schedule that rents a model", () => {
     expect(lease.model).toEqual({
       name: "llama3.2:1b",
       digest: await registry.manifestDigest(FAKE_MODELS.llama32_1b),
-      weights_gb: 1.4,
+      weights_gb: 1.32,
       vram_need_gb: need.vram_need_gb,
       context_length: 8192,
       loaded_at: null,
     });
     expect(need.vram_need_gb).toBeGreaterThan(needOf(await factsOf("llama3.2:1b"), 4096).vram_need_gb);
     const running = await drive(lease.id, "running");
-    expect(running.model?.loaded_at).toBe(running.running_at);
+    expectLoadedBeforeRunning(running);
     await api(`/v1/schedules/${schedule.id}`, { method: "DELETE" });
   });
 });
@@ -473,13 +484,41 @@ describe("model leases at RunPod and Vast.ai: the container pulls its model itse
     expect(running.model).toMatchObject({
       name: "llama3.2:1b",
       digest: await registry.manifestDigest(FAKE_MODELS.llama32_1b),
-      loaded_at: running.running_at,
     });
+    expectLoadedBeforeRunning(running);
     expect(running.access?.openai_base_url).toBe(`http://${lease.provider_ref}-11434.proxy.runpod.fake/v1`);
     // The pod's own Ollama pulled the model (nobody else asked it to) and keeps it loaded.
     const state = await runpod!.ollama.state(lease.provider_ref!);
     expect(Object.keys(state?.pulled ?? {})).toEqual(["llama3.2:1b"]);
     expect(state?.loaded["llama3.2:1b"]?.expiresAt).toBeNull();
+  });
+
+  it("RunPod: a download that finishes inside the keeper's pull read shows pulling, and running waits for a generation", async () => {
+    useProviderFakes();
+    // 10 MB/s: the pod's own pull of 1.32 GB is far from done when the keeper first reads it.
+    runpod!.ollama.switches = { ...runpod!.ollama.switches, downloadBytesPerS: 10e6 };
+    const serve = runpod!.ollama.serve.bind(runpod!.ollama);
+    const asked: string[] = [];
+    runpod!.ollama.serve = (request, id) => {
+      const path = new URL(request.url).pathname;
+      asked.push(path);
+      // The download ends while the keeper's pull request waits on it.
+      if (path === "/api/pull") clock.advance(200_000);
+      return serve(request, id);
+    };
+    const lease = await rentOk({ provider: "runpod", gpu: "4090", model: "llama3.2:1b", max_minutes: 30 });
+    const running = await drive(lease.id, "running");
+    const events = await eventsOf(lease.id);
+    const kinds = events.map((e) => e.kind);
+    // The download was seen: a pulling event, before running.
+    expect(kinds).toContain("pulling");
+    expect(kinds.indexOf("pulling")).toBeLessThan(kinds.indexOf("running"));
+    // Running only after a generation of the model answered, sent after the pull.
+    expect(asked.lastIndexOf("/api/generate")).toBeGreaterThan(asked.indexOf("/api/pull"));
+    // loaded_at is the load the server reported (its generation's timings), not the keeper's clock.
+    const loadedAt = Date.parse(running.model!.loaded_at!);
+    expect(loadedAt).toBeLessThan(Date.parse(running.running_at!));
+    expect(loadedAt).toBeGreaterThan(Date.parse(running.running_at!) - 1_000);
   });
 
   it("Vast.ai: onstart /bin/sh with args [-c, script], the env names the model", async () => {

@@ -82,6 +82,8 @@ describe("model facts from the registry", () => {
         expert_count: null,
         expert_used_count: null,
         params_num_ctx: null,
+        feed_forward_length: 8192,
+        expert_feed_forward_length: null,
       },
     } satisfies ModelFacts);
     expect(got.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
@@ -172,6 +174,10 @@ describe("model facts from the registry", () => {
       value_length: null,
       context_length: 131_072,
       vocab_size: 128_256,
+      feed_forward_length: 8192,
+      expert_feed_forward_length: null,
+      expert_count: null,
+      expert_used_count: null,
     });
     expect(got.weights_bytes).toBe(2_019_377_696);
     expect(registry.requests[0]?.url).toBe("https://hf.co/v2/bartowski/Llama-3.2-3B-Instruct-GGUF/manifests/Q4_K_M");

@@ -46,6 +46,8 @@ describe("GGUF header reader", () => {
       output_tied: true,
       sliding_window: null,
       sliding_window_pattern: null,
+      feed_forward_length: 8192,
+      expert_feed_forward_length: null,
       expert_count: null,
       expert_used_count: null,
     });
@@ -72,11 +74,51 @@ describe("GGUF header reader", () => {
         output_tied: false,
         sliding_window: null,
         sliding_window_pattern: null,
+        feed_forward_length: 27_648,
+        expert_feed_forward_length: null,
         expert_count: null,
         expert_used_count: null,
       });
       expect(source.served()).toBe(head.length);
     }
+  });
+
+  it("reads a mixture of experts' counts (qwen3moe), and stops at the tokenizer of a dense model without them", async () => {
+    const moe = [
+      ["general.architecture", { type: "string", value: "qwen3moe" }],
+      ["qwen3moe.block_count", u32(48)],
+      ["qwen3moe.embedding_length", u32(2048)],
+      ["qwen3moe.attention.head_count", u32(32)],
+      ["qwen3moe.attention.head_count_kv", u32(4)],
+      ["qwen3moe.attention.key_length", u32(128)],
+      ["qwen3moe.attention.value_length", u32(128)],
+      ["qwen3moe.context_length", u32(40_960)],
+      ["qwen3moe.vocab_size", u32(151_936)],
+      ["qwen3moe.feed_forward_length", u32(6144)],
+      ["qwen3moe.expert_feed_forward_length", u32(768)],
+      ["qwen3moe.expert_count", u32(128)],
+      ["qwen3moe.expert_used_count", u32(8)],
+      ...tokenizerKvs(1000, 1000, "qwen2"),
+    ] as GgufKv[];
+    expect(await readGgufArch(chunks(ggufHeader({ kvs: moe }), 97), MIB)).toMatchObject({
+      architecture: "qwen3moe",
+      expert_feed_forward_length: 768,
+      expert_count: 128,
+      expert_used_count: 8,
+    });
+    const dense = minimal([
+      ["llama.context_length", u32(8192)],
+      ["llama.vocab_size", u32(32_000)],
+      ["llama.attention.head_count_kv", u32(8)],
+      ["llama.attention.key_length", u32(64)],
+      ["llama.attention.value_length", u32(64)],
+      ["tokenizer.ggml.model", { type: "string", value: "llama" }],
+      ...tokenizerKvs(50_000, 50_000, "llama-bpe"),
+    ]);
+    const head = ggufHeader({ kvs: dense });
+    const source = chunks(head, 1024);
+    expect(await readGgufArch(source, 32 * MIB)).toMatchObject({ expert_count: null, expert_used_count: null });
+    expect(source.served()).toBeLessThan(head.length / 10);
   });
 
   it("reads across any chunk boundary: 7-byte chunks split every length and string", async () => {

@@ -3,7 +3,12 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { overlayVars } from "../../src/config";
 import { iso } from "../../src/lib/time";
 import { clearOfferCache } from "../../src/offers/cache";
-import { type BandwidthSample, recordBandwidthSample } from "../../src/offers/measured";
+import {
+  type BandwidthSample,
+  bandwidthRejects,
+  recordBandwidthSample,
+  VENDOR_TOLERANCE,
+} from "../../src/offers/measured";
 import type { ProviderOffer } from "../../src/providers/types";
 import { browse, signIn } from "../dashboard/support";
 import { api } from "../helpers";
@@ -204,6 +209,18 @@ describe("recordBandwidthSample", () => {
     await record({ gbs: 700, lease_id: "lse_b" });
     const offers = await offersOf(await offersWorld().w.get("/v1/offers?provider=runpod"));
     expect(shown(offers.get("runpod:SECURE:NVIDIA GeForce RTX 4090")).slice(0, 2)).toEqual([800, 2]);
+  });
+
+  it("a figure beyond the card's vendor bandwidth × the tolerance is dropped and counted, with the lease's earlier sample", async () => {
+    // RTX 4090: 1008 GB/s by its vendor.
+    expect(await record({ gbs: 900, lease_id: "lse_x" })).toBe(true);
+    expect(await record({ gbs: 1008 * VENDOR_TOLERANCE + 1, lease_id: "lse_x" })).toBe(false);
+    // Two cards decode one after the other: the per-card figure (÷ 0.9 for the second card) is checked.
+    expect(await record({ gbs: 1008 * 0.9, gpu_count: 2, lease_id: "lse_y" })).toBe(true);
+    expect(await record({ gbs: 1008 * 1.2, gpu_count: 2, lease_id: "lse_z" })).toBe(false);
+    expect(await bandwidthRejects(env.DB)).toEqual({ above_vendor_bandwidth: 2 });
+    const offers = await offersOf(await offersWorld().w.get("/v1/offers?provider=runpod"));
+    expect(offers.get("runpod:SECURE:NVIDIA GeForce RTX 4090")?.measured_samples).toBe(1);
   });
 
   it("records nothing for a lease that decoded nothing", async () => {

@@ -173,7 +173,12 @@ describe("the keeper's probe (probeOllama) against the fake", () => {
     at(12.3);
     expect(await probe()).toEqual({ phase: "pulling", completed: 500e6, total: WEIGHTS });
     at(16);
-    expect(await probe()).toEqual({ phase: "ready", digest: DIGEST });
+    const ready = await probe();
+    expect(ready).toEqual({ phase: "ready", digest: DIGEST, loaded_at: expect.any(Number) });
+    // The server's load, from its generation's timings: before the answer, not after.
+    const loadedAt = (ready as { loaded_at: number }).loaded_at;
+    expect(loadedAt).toBeLessThanOrEqual(Date.now());
+    expect(loadedAt).toBeGreaterThan(Date.now() - 1_000);
     fake.ollama.override(id, { gpuFraction: 0.5 });
     await fake.handle(
       new Request(`${url}/api/generate`, {

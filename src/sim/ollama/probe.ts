@@ -33,5 +33,7 @@ export function probeMachine(machine: OllamaMachine, model: string | null): Olla
   if (!entry) return { phase: "loading", digest };
   if (entry.loaded.sizeVram < entry.loaded.size)
     return { phase: "spilled", digest, size: entry.loaded.size, size_vram: entry.loaded.sizeVram };
-  return entry.loaded.readyAt <= machine.now() ? { phase: "ready", digest } : { phase: "loading", digest };
+  return entry.loaded.readyAt <= machine.now()
+    ? { phase: "ready", digest, loaded_at: entry.loaded.readyAt }
+    : { phase: "loading", digest };
 }

@@ -58,7 +58,9 @@ export function generate(
   const tps = tokensPerSecond(model) / slowdown;
   const prompt = promptTokens(messages);
   const prompt_eval_duration = Math.round((prompt / (tps * 10)) * 1e9);
-  const eval_duration = Math.round((tokens.length / tps) * 1e9);
+  // The runner's decode clock starts at the first sampled token: n tokens, n − 1 timed.
+  // One token is timed as a microsecond, the clock's grain.
+  const eval_duration = tokens.length > 1 ? Math.round(((tokens.length - 1) / tps) * 1e9) : tokens.length * 1_000;
   const load_duration = loadMs > 0 ? loadMs * 1e6 : 4_571_000;
   return {
     tokens,
