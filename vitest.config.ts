@@ -29,6 +29,7 @@ const PURE_SUITES = [
   "test/auth/policy.test.ts",
   "test/auth/rate-window.test.ts",
   "test/cli/patient-fetch.test.ts",
+  "test/endpoints/decide.test.ts",
   "test/gateway/stream-usage.test.ts",
   "test/gateway/usage.test.ts",
   "test/keeper/creates.test.ts",

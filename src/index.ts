@@ -9,6 +9,7 @@ import { runDispatcher } from "./schedules/dispatcher";
 import { createServices } from "./services";
 
 export { RateLimiter } from "./auth/rate-limiter";
+export { EndpointDO } from "./endpoints/endpoint-do";
 export { LeaseKeeper } from "./keeper/keeper";
 export { OffersCache } from "./offers/shared-cache";
 export { SimCloud } from "./sim/cloud";
