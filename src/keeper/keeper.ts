@@ -14,6 +14,7 @@ import {
   strayUpdateStatement,
 } from "../leases/creates";
 import { appendEvents, getLease, type LeaseRow, LeaseRowSchema, type NewEvent, updateLeaseIf } from "../leases/ledger";
+import { idleDeadline, idleDetail } from "../leases/idle";
 import { claimFound, lookupMachines } from "../leases/lookup";
 import { type RentEnd, rentalConcluded, settleRental } from "../leases/rental";
 import type { LeaseStatus, StopReason } from "../leases/schema";
@@ -64,6 +65,8 @@ const PROVIDER_MISSING_RETRY_MS = 60_000;
 const KEY_LEASE_ID = "leaseId";
 const KEY_LOOP = "loop";
 const KEY_METER = "meter";
+/** when the last request through the gateway ended (a model lease's idle_minutes counts from it) */
+const KEY_LAST_REQUEST = "lastRequestAt";
 /** set while the alarm is a usage flush's wake: the time the step's own alarm was for */
 const KEY_STEP_AT = "stepAt";
 
@@ -196,6 +199,7 @@ export class LeaseKeeper extends DurableObject<Env> {
     const services = this.services();
     const now = services.clock();
     const meter = addSample(await this.meter(), sample);
+    await this.ctx.storage.put(KEY_LAST_REQUEST, now);
     const due = now - meter.flushedAt >= FLUSH_EVERY_MS;
     // The snapshot is stored before the D1 write: a request counted meanwhile is not lost.
     await this.ctx.storage.put(KEY_METER, due ? { ...meter, flushedAt: now, dirty: false } : meter);
@@ -301,7 +305,12 @@ export class LeaseKeeper extends DurableObject<Env> {
 
     let decision: Decision;
     let calls = 0;
-    const cause = capReached(lease, loop, now, s);
+    const idleAt = idleDeadline(lease, (await this.ctx.storage.get<number>(KEY_LAST_REQUEST)) ?? null);
+    const cause =
+      capReached(lease, loop, now, s) ??
+      (idleAt !== null && now >= idleAt
+        ? { reason: "requested" as const, error: null, detail: idleDetail(lease.spec.idle_minutes ?? 0) }
+        : null);
     if (cause) {
       decision = decideCap(lease, loop, cause, now);
     } else {
