@@ -13,8 +13,8 @@ import {
   resolveNone,
   strayUpdateStatement,
 } from "../leases/creates";
-import { appendEvents, getLease, type LeaseRow, LeaseRowSchema, type NewEvent, updateLeaseIf } from "../leases/ledger";
 import { idleDeadline, idleDetail } from "../leases/idle";
+import { appendEvents, getLease, type LeaseRow, LeaseRowSchema, type NewEvent, updateLeaseIf } from "../leases/ledger";
 import { claimFound, lookupMachines } from "../leases/lookup";
 import { type RentEnd, rentalConcluded, settleRental } from "../leases/rental";
 import type { LeaseStatus, StopReason } from "../leases/schema";
