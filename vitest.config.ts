@@ -72,6 +72,8 @@ async function workersProject(include: string[], exclude: string[]): Promise<Tes
             RENT_RATE_LIMIT_PER_MIN: "1000000",
             // Requests the bad-input fuzzer sends (test/robustness/fuzz.test.ts); CI keeps at least 5,000.
             FUZZ_RUNS: process.env.FUZZ_RUNS ?? "5000",
+            // Scale-downs of test/endpoints/scale-down.test.ts; bench/endpoints.mjs runs 20.
+            ENDPOINT_SCALE_DOWNS: process.env.ENDPOINT_SCALE_DOWNS ?? "3",
           },
           // Tripwire: a provider call that escapes the in-isolate fakes must never reach a network.
           outboundService: async (request: Request) =>

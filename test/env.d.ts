@@ -3,5 +3,7 @@ declare namespace Cloudflare {
     TEST_MIGRATIONS: D1Migration[];
     /** requests the bad-input fuzzer sends */
     FUZZ_RUNS: string;
+    /** scale-downs the endpoint suite runs (bench/endpoints.mjs asks for 20) */
+    ENDPOINT_SCALE_DOWNS: string;
   }
 }
