@@ -529,6 +529,14 @@ export interface components {
           duration_ms: number;
         }[];
       spend_today_usd: number;
+      /** @description today's replicas (UTC day): requests through the gateway, tokens, spend ÷ tokens */
+      usage_today: {
+        requests: number;
+        errors: number;
+        prompt_tokens: number;
+        completion_tokens: number;
+        usd_per_million_tokens: number | null;
+      };
       /** @example https://gpulease.example.com/llm/v1 */
       base_url: string;
       created_at: string;

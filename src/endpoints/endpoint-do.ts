@@ -1,5 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { loadSettings } from "../config";
+import { getUsage } from "../gateway/usage-store";
 import { createLease } from "../leases/create";
 import { getLease } from "../leases/ledger";
 import type { LeaseInput } from "../leases/schema";
@@ -48,7 +49,10 @@ export type Acquired =
   | { kind: "budget_exhausted"; detail: string };
 
 /** The endpoint's live part of the API's Endpoint object. */
-export type EndpointLive = Pick<Endpoint, "state" | "replicas" | "failed_starts" | "cold_starts" | "spend_today_usd">;
+export type EndpointLive = Pick<
+  Endpoint,
+  "state" | "replicas" | "failed_starts" | "cold_starts" | "spend_today_usd" | "usage_today"
+>;
 
 type Tickets = Record<string, { leaseId: string; at: number }>;
 
@@ -153,7 +157,20 @@ export class EndpointDO extends DurableObject<Env> {
     const loop = await this.loop();
     const leases = await replicaLeasesSince(services.db, endpoint.id, dayStartOf(now));
     const spend = spendTodayUsd(leases, now, services.config.eurUsd);
+    const usage = { requests: 0, errors: 0, prompt_tokens: 0, completion_tokens: 0 };
+    for (const row of await Promise.all(leases.map((lease) => getUsage(services.db, lease.id)))) {
+      if (!row) continue;
+      usage.requests += row.requests;
+      usage.errors += row.errors;
+      usage.prompt_tokens += row.prompt_tokens;
+      usage.completion_tokens += row.completion_tokens;
+    }
+    const tokens = usage.prompt_tokens + usage.completion_tokens;
     return {
+      usage_today: {
+        ...usage,
+        usd_per_million_tokens: tokens > 0 ? Math.round((spend / tokens) * 1e6 * 10_000) / 10_000 : null,
+      },
       state: stateOf(loop, policyOf(endpoint, loop), now),
       replicas: loop.replicas.map((r) => ({
         lease_id: r.leaseId,

@@ -109,6 +109,15 @@ export const EndpointSchema = z
       .array(z.object({ at: z.string(), duration_ms: z.number().int() }))
       .openapi({ description: "recent cold starts: first waiting request → replica answering" }),
     spend_today_usd: z.number(),
+    usage_today: z
+      .object({
+        requests: z.number().int(),
+        errors: z.number().int(),
+        prompt_tokens: z.number().int(),
+        completion_tokens: z.number().int(),
+        usd_per_million_tokens: z.number().nullable(),
+      })
+      .openapi({ description: "today's replicas (UTC day): requests through the gateway, tokens, spend ÷ tokens" }),
     base_url: z.string().openapi({ example: "https://gpulease.example.com/llm/v1" }),
     created_at: z.string(),
   })

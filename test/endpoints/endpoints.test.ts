@@ -6,6 +6,7 @@ import worker from "../../src/index";
 import type { Lease } from "../../src/leases/schema";
 import { simCloud } from "../../src/sim/cloud";
 import { issueToken } from "../auth/tokens-helper";
+import { browse, signIn } from "../dashboard/support";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import { OllamaRegistryFake } from "../fakes/ollama-registry";
 import { api } from "../helpers";
@@ -253,6 +254,16 @@ describe("the one base URL", () => {
     // The replica is a model lease like any other.
     const lease = (await (await api(`/v1/leases/${leaseId}`)).json()) as Lease;
     expect(lease).toMatchObject({ status: "running", name: "endpoint cold", spec: { model: MODEL } });
+
+    // The dashboard's Endpoints page: the endpoint, its replica, its cold start charted and tabled.
+    const { cookie } = await signIn();
+    const res = await browse("/endpoints", { cookie });
+    expect(res.status).toBe(200);
+    const html = await res.text();
+    expect(html).toContain(`href="/leases/${leaseId}"`);
+    expect(html).toContain('data-chart="cold-cold"');
+    expect(html).toContain('<figure class="chart"');
+    expect(html).toContain("Every cold start");
   });
 
   it("holds a request up to cold_start_wait_s and answers it once the replica runs", async () => {
@@ -270,6 +281,41 @@ describe("the one base URL", () => {
     expect(answer.choices[0]?.message.content?.length).toBeGreaterThan(0);
     await settle();
     expect((await view("hold")).cold_starts).toHaveLength(1);
+  });
+
+  it("/llm/e/{name}/… addresses one endpoint: OpenAI and Ollama routes, the model named for the machine", async () => {
+    const { key } = await createEndpoint({ name: "direct" });
+    await warm("direct", key);
+    const models = await workerFetch("http://gpulease.test/llm/e/direct/v1/models", {
+      headers: { Authorization: `Bearer ${key}` },
+    });
+    expect(((await models.json()) as { data: { id: string; state: string }[] }).data).toEqual([
+      expect.objectContaining({ id: "direct", state: "serving" }),
+    ]);
+    const direct = new OpenAI({
+      baseURL: "http://gpulease.test/llm/e/direct/v1",
+      apiKey: key,
+      fetch: workerFetch,
+      maxRetries: 0,
+    });
+    const answer = await direct.chat.completions.create(chat("anything"));
+    expect(answer.choices[0]?.message.content?.length).toBeGreaterThan(0);
+    const ollama = await workerFetch("http://gpulease.test/llm/e/direct/api/chat", {
+      method: "POST",
+      headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ model: "direct", messages: [{ role: "user", content: "hi" }], stream: false }),
+    });
+    expect(ollama.status).toBe(200);
+    expect(((await ollama.json()) as { message: { content: string } }).message.content.length).toBeGreaterThan(0);
+    // Ollama's model-changing routes are refused here too, in the API's envelope.
+    const pull = await workerFetch("http://gpulease.test/llm/e/direct/api/pull", {
+      method: "POST",
+      headers: { Authorization: `Bearer ${key}` },
+      body: JSON.stringify({ model: "x" }),
+    });
+    expect(pull.status).toBe(403);
+    expect(((await pull.json()) as { code: string }).code).toBe("forbidden");
+    await settle();
   });
 
   it("goes quiet and is back to zero replicas, verified, within idle_minutes and one keeper interval", async () => {
