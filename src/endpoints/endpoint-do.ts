@@ -7,7 +7,7 @@ import type { LeaseInput } from "../leases/schema";
 import { randomSecret } from "../lib/crypto";
 import { iso } from "../lib/time";
 import type { ProviderName } from "../providers/types";
-import { createServices, type Services } from "../services";
+import { createServices, invocationTiming, type Services } from "../services";
 import type { WebhookEventType } from "../webhooks/events";
 import { enqueue } from "../webhooks/outbox";
 import {
@@ -65,14 +65,20 @@ type Tickets = Record<string, { leaseId: string; at: number }>;
 export class EndpointDO extends DurableObject<Env> {
   /** a rental or stop under way, so that an alarm and a request never send the same one twice */
   private working: Promise<void> | null = null;
+  /** the `updated_at` of the endpoint row last stored: a request stores it only when it changed */
+  private storedVersion: string | null = null;
 
   /** One request: the replica to send it to, holding it up to `waitMs` while one starts. */
   async acquire(endpoint: EndpointRow, waitMs: number): Promise<Acquired> {
-    await this.ctx.storage.put(KEY_ENDPOINT, endpoint);
-    const services = this.services();
+    // The warm path reads and writes only this object's storage: no services, no D1.
+    const version = `${endpoint.id}@${endpoint.updated_at}`;
+    if (this.storedVersion !== version) {
+      await this.ctx.storage.put(KEY_ENDPOINT, endpoint);
+      this.storedVersion = version;
+    }
     const polls = Math.ceil(Math.max(0, waitMs) / HOLD_POLL_MS);
     for (let poll = 0; ; poll++) {
-      const now = services.clock();
+      const now = invocationTiming.clock();
       let loop = await this.loop();
       if (loop.budgetExhausted) return { kind: "budget_exhausted", detail: budgetDetail(endpoint) };
       const replica = pickReplica(loop.replicas);
@@ -116,7 +122,7 @@ export class EndpointDO extends DurableObject<Env> {
         };
       }
       await wait(HOLD_POLL_MS);
-      await this.look(services, false);
+      await this.look(this.services(), false);
     }
   }
 
@@ -126,7 +132,7 @@ export class EndpointDO extends DurableObject<Env> {
     const held = tickets[ticket];
     if (!held) return;
     delete tickets[ticket];
-    const now = this.services().clock();
+    const now = invocationTiming.clock();
     const loop = await this.loop();
     const replicas = loop.replicas.map((r) =>
       r.leaseId === held.leaseId ? { ...r, inFlight: Math.max(0, r.inFlight - 1), lastRequestAt: now } : r,

@@ -74,7 +74,6 @@ export const EndpointPatchSchema = z
 export type EndpointPatch = z.infer<typeof EndpointPatchSchema>;
 
 export const endpointStates = ["idle", "starting", "serving", "breaker_open", "budget_exhausted"] as const;
-export type EndpointState = (typeof endpointStates)[number];
 
 export const replicaPhases = ["renting", "starting", "running", "draining", "stopping"] as const;
 
