@@ -1,8 +1,8 @@
 import { DurableObject } from "cloudflare:workers";
 import { loadSettings } from "../config";
 import { getUsage } from "../gateway/usage-store";
-import { createLease } from "../leases/create";
-import { getLease } from "../leases/ledger";
+import { createLease, scopedIdempotencyKey } from "../leases/create";
+import { getLease, getLeaseByIdempotencyKey } from "../leases/ledger";
 import type { LeaseInput } from "../leases/schema";
 import { randomSecret } from "../lib/crypto";
 import { iso } from "../lib/time";
@@ -313,7 +313,8 @@ export class EndpointDO extends DurableObject<Env> {
     now: number,
   ): Promise<EndpointLoop> {
     let loop = start;
-    if (!loop.replicas.some((r) => r.rentKey === rentKey)) {
+    const resend = loop.replicas.some((r) => r.rentKey === rentKey);
+    if (!resend) {
       const placeholder: Replica = {
         rentKey,
         leaseId: null,
@@ -331,7 +332,15 @@ export class EndpointDO extends DurableObject<Env> {
     const providers = providerOrder(endpoint.providers?.split(",") ?? null, loop.avoidProviders);
     let error = "no provider to try";
     let leaseId: string | null = null;
-    for (const [index, provider] of providers.entries()) {
+    const keyOf = (index: number) => `endpoint:${endpoint.id}:${rentKey}:${index}`;
+    // A rental re-sent after its answer was lost: a lease any of its keys already made is the replica
+    // (the providers' order may have changed since, so every key is looked up before a new create).
+    for (let index = 0; resend && index < Math.max(providers.length, 8) && !leaseId; index++) {
+      const key = scopedIdempotencyKey({ idempotencyKey: keyOf(index), idempotencyScope: "dispatcher" });
+      const existing = key ? await getLeaseByIdempotencyKey(services.db, key) : null;
+      if (existing && existing.status !== "stopped" && existing.status !== "stopping") leaseId = existing.id;
+    }
+    for (const [index, provider] of leaseId ? [] : providers.entries()) {
       const input: LeaseInput = {
         name: `endpoint ${endpoint.name}`,
         template: "ollama",
@@ -343,7 +352,7 @@ export class EndpointDO extends DurableObject<Env> {
         max_minutes: endpoint.max_minutes,
       };
       const outcome = await createLease(services, input, {
-        idempotencyKey: `endpoint:${endpoint.id}:${rentKey}:${index}`,
+        idempotencyKey: keyOf(index),
         idempotencyScope: "dispatcher",
         tokenId: endpoint.token_id,
       }).catch((cause: unknown) => ({ ok: false as const, refusal: { message: String(cause), leaseId: null } }));
