@@ -30,6 +30,7 @@ const PURE_SUITES = [
   "test/auth/policy.test.ts",
   "test/auth/rate-window.test.ts",
   "test/cli/patient-fetch.test.ts",
+  "test/endpoints/decide.test.ts",
   "test/gateway/stream-usage.test.ts",
   "test/gateway/usage.test.ts",
   "test/keeper/decide-creates.test.ts",
@@ -78,6 +79,8 @@ async function workersProject(include: string[], exclude: string[]): Promise<Tes
             FUZZ_RUNS: process.env.FUZZ_RUNS ?? "5000",
             // Leases the keeper churn runs (test/keeper/churn.test.ts); `node bench/keeper-churn.mjs` runs 50.
             CHURN_LEASES: process.env.CHURN_LEASES ?? "4",
+            // Scale-downs of test/endpoints/scale-down.test.ts; bench/endpoints.mjs runs 20.
+            ENDPOINT_SCALE_DOWNS: process.env.ENDPOINT_SCALE_DOWNS ?? "3",
           },
           // Tripwire: a provider call that escapes the in-isolate fakes must never reach a network.
           outboundService: async (request: Request) =>

@@ -343,6 +343,89 @@ export function buildProgram() {
       console.log(`${lease.id} ${statusColour(lease.status)}`);
     });
 
+  const endpoint = program.command("endpoint").description("model endpoints: one base URL, replicas rented on demand");
+  endpoint
+    .command("create")
+    .description("create an endpoint; its key is printed once")
+    .argument("<name>", "the endpoint's name (the OpenAI `model` field)")
+    .requiredOption("--model <ref>", "the model, e.g. qwen2.5:32b")
+    .option("--context-length <n>", "context length", wholeNumber)
+    .option("--min <n>", "replicas kept running (0: scale to zero)", (v) => (v === "0" ? 0 : wholeNumber(v)))
+    .option("--max <n>", "most replicas", wholeNumber)
+    .option("--idle <minutes>", "a replica with no request for this long is stopped", wholeNumber)
+    .option("--wait <seconds>", "hold a request this long while a replica starts", (v) =>
+      v === "0" ? 0 : wholeNumber(v),
+    )
+    .option("--budget <usd>", "daily budget of its replicas, USD", positiveNumber)
+    .option("--provider <names>", "providers to rent at, comma-separated, in order")
+    .option("--gpu <name>", "GPU name (substring)")
+    .option("--max-price <usd>", "per hour, USD", positiveNumber)
+    .addOption(json())
+    .action(async (name, o) => {
+      const body = {
+        name,
+        model: o.model,
+        ...(o.contextLength !== undefined ? { context_length: o.contextLength } : {}),
+        ...(o.min !== undefined ? { min_replicas: o.min } : {}),
+        ...(o.max !== undefined ? { max_replicas: o.max } : {}),
+        ...(o.idle !== undefined ? { idle_minutes: o.idle } : {}),
+        ...(o.wait !== undefined ? { cold_start_wait_s: o.wait } : {}),
+        ...(o.budget !== undefined ? { budget_daily_usd: o.budget } : {}),
+        ...(o.provider ? { provider: o.provider } : {}),
+        ...(o.gpu ? { gpu: o.gpu } : {}),
+        ...(o.maxPrice !== undefined ? { max_price: o.maxPrice } : {}),
+      };
+      const { s, client } = ctx();
+      const data = await call(client.POST("/v1/endpoints", { body: /** @type {any} */ (body) }), s.url);
+      if (o.json) return printJson(data);
+      console.log(`${data.endpoint.name} ${data.endpoint.state}  base URL ${data.endpoint.base_url}`);
+      console.log(`key (shown once): ${data.key}`);
+    });
+  endpoint
+    .command("ls")
+    .addOption(json())
+    .action(async (o) => {
+      const { s, client } = ctx();
+      const data = await call(client.GET("/v1/endpoints"), s.url);
+      if (o.json) return printJson(data);
+      const rows = data.endpoints.map((e) => [
+        e.name,
+        e.model,
+        e.state,
+        e.replicas.filter((r) => r.status === "running").length,
+        `${e.min_replicas}-${e.max_replicas}`,
+        e.idle_minutes,
+        money(e.spend_today_usd, "USD"),
+      ]);
+      console.log(table(["NAME", "MODEL", "STATE", "RUNNING", "REPLICAS", "IDLE_MIN", "TODAY"], rows));
+    });
+  endpoint
+    .command("show")
+    .argument("<name>", "endpoint name")
+    .addOption(json())
+    .action(async (name, o) => {
+      const { s, client } = ctx();
+      const data = await call(client.GET("/v1/endpoints/{name}", { params: { path: { name } } }), s.url);
+      if (o.json) return printJson(data);
+      console.log(`${data.name}  ${data.model}  ${data.state}  ${data.base_url}`);
+      console.log(
+        `replicas ${data.min_replicas}-${data.max_replicas}, idle ${data.idle_minutes} min, ` +
+          `today ${money(data.spend_today_usd, "USD")} (budget ${data.budget_daily_usd ?? "none"})`,
+      );
+      const rows = data.replicas.map((r) => [r.lease_id, r.status, r.in_flight, r.last_request_at]);
+      if (rows.length) console.log(table(["LEASE", "STATUS", "IN_FLIGHT", "LAST_REQUEST"], rows));
+    });
+  endpoint
+    .command("rm")
+    .argument("<name>", "endpoint name")
+    .addOption(json())
+    .action(async (name, o) => {
+      const { s, client } = ctx();
+      const data = await call(client.DELETE("/v1/endpoints/{name}", { params: { path: { name } } }), s.url);
+      if (o.json) return printJson(data);
+      console.log(`${name} deleted; ${data.stopped} replica(s) stopping`);
+    });
+
   program
     .command("account")
     .description("providers, balances, spend and budget (--days N: spend per day and provider)")

@@ -61,6 +61,36 @@ export interface paths {
      */
     get: operations["listLeaseEvents"];
   };
+  "/v1/endpoints": {
+    /** List model endpoints */
+    get: operations["getV1Endpoints"];
+    /**
+     * Create a model endpoint
+     * @description A named model served when called and costing nothing while idle: its replicas are model leases rented on demand and stopped when quiet. The key (`gle_…`) is shown only in this answer.
+     */
+    post: operations["postV1Endpoints"];
+  };
+  "/v1/endpoints/{name}": {
+    /** One model endpoint, with its replicas */
+    get: operations["getV1EndpointsName"];
+    /**
+     * Delete an endpoint, stopping every replica
+     * @description Each replica is stopped as any lease is (teardown verified); their leases stay in the ledger.
+     */
+    delete: operations["deleteV1EndpointsName"];
+    /**
+     * Change an endpoint's scaling, cold start or budget
+     * @description Also closes an open breaker: the next request rents again.
+     */
+    patch: operations["patchV1EndpointsName"];
+  };
+  "/v1/endpoints/{name}/keys": {
+    /**
+     * A new key for an endpoint
+     * @description The old key stops working at once; the new one is shown only in this answer.
+     */
+    post: operations["postV1EndpointsNameKeys"];
+  };
   "/v1/schedules": {
     /** List schedules */
     get: operations["listSchedules"];
@@ -196,7 +226,7 @@ export interface components {
       /** @example max_minutes: Too big: expected number to be <=10080 */
       error: string;
       /** @enum {string} */
-      code: "invalid_request" | "unauthorized" | "budget_exceeded" | "forbidden" | "not_found" | "no_capacity" | "limit_reached" | "conflict" | "lease_not_running" | "rate_limited" | "internal" | "provider_error" | "config_invalid";
+      code: "invalid_request" | "unauthorized" | "budget_exceeded" | "forbidden" | "not_found" | "no_capacity" | "limit_reached" | "conflict" | "endpoint_exists" | "lease_not_running" | "rate_limited" | "internal" | "provider_error" | "config_invalid" | "endpoint_starting" | "endpoint_unavailable";
       /** @description the fields that failed validation (invalid_request) */
       issues?: {
           path: string;
@@ -460,6 +490,8 @@ export interface components {
       max_minutes: number;
       /** @description in USD */
       max_cost?: number;
+      /** @description model leases only: stopped after this long with no request through the LLM gateway */
+      idle_minutes?: number;
     };
     InferenceKey: {
       /** @example glk_… */
@@ -472,6 +504,99 @@ export interface components {
       kind: string;
       detail: string | null;
       reason: components["schemas"]["StopReason"];
+    };
+    CreatedEndpoint: {
+      endpoint: components["schemas"]["Endpoint"];
+      /** @example gle_… */
+      key: string;
+    };
+    Endpoint: {
+      name: string;
+      model: string;
+      context_length: number | null;
+      min_replicas: number;
+      max_replicas: number;
+      idle_minutes: number;
+      cold_start_wait_s: number;
+      target_in_flight: number;
+      budget_daily_usd: number | null;
+      provider: string | null;
+      gpu: string | null;
+      max_price: number | null;
+      max_minutes: number;
+      /** @enum {string} */
+      state: "idle" | "starting" | "serving" | "breaker_open" | "budget_exhausted";
+      replicas: components["schemas"]["EndpointReplica"][];
+      /** @description failed starts in a row (the breaker opens at 3) */
+      failed_starts: number;
+      /** @description recent cold starts: first waiting request → replica answering */
+      cold_starts: {
+          at: string;
+          duration_ms: number;
+        }[];
+      spend_today_usd: number;
+      /** @description today's replicas (UTC day): requests through the gateway, tokens, spend ÷ tokens */
+      usage_today: {
+        requests: number;
+        errors: number;
+        prompt_tokens: number;
+        completion_tokens: number;
+        usd_per_million_tokens: number | null;
+      };
+      /** @example https://gpulease.example.com/llm/v1 */
+      base_url: string;
+      created_at: string;
+    };
+    EndpointReplica: {
+      /** @description null while its rental is being sent */
+      lease_id: string | null;
+      /** @enum {string} */
+      status: "renting" | "starting" | "running" | "draining" | "stopping";
+      in_flight: number;
+      last_request_at: string | null;
+    };
+    EndpointInput: {
+      /** @example qwen */
+      name: string;
+      /** @example qwen2.5:32b */
+      model: string;
+      context_length?: number;
+      /** @default 0 */
+      min_replicas?: number;
+      /** @default 2 */
+      max_replicas?: number;
+      /** @default 15 */
+      idle_minutes?: number;
+      /**
+       * @description hold a request this long for a starting replica; 0: answer 503 at once
+       * @default 0
+       */
+      cold_start_wait_s?: number;
+      /** @default 4 */
+      target_in_flight?: number;
+      budget_daily_usd?: number | null;
+      /**
+       * @description comma-separated providers to rent at, in order
+       * @example runpod,vast
+       */
+      provider?: string;
+      gpu?: string;
+      /** @description per hour, USD */
+      max_price?: number;
+      /**
+       * @description per replica
+       * @default 1440
+       */
+      max_minutes?: number;
+    };
+    EndpointPatch: {
+      min_replicas?: number;
+      max_replicas?: number;
+      idle_minutes?: number;
+      /** @description hold a request this long for a starting replica; 0: answer 503 at once */
+      cold_start_wait_s?: number;
+      target_in_flight?: number;
+      budget_daily_usd?: number | null;
     };
     Schedule: {
       /** @example sch_01jb3k7q2m9x4v8n6c5t0w */
@@ -879,7 +1004,7 @@ export interface components {
       secret: string;
     };
     /** @enum {string} */
-    WebhookEventType: "lease.running" | "lease.cap_reached" | "lease.stopped" | "lease.rent_failed" | "lease.start_failed" | "lease.teardown_unverified" | "lease.price_updated" | "reaper.orphan_found" | "budget.exceeded" | "schedule.skipped" | "schedule.failed" | "ping";
+    WebhookEventType: "lease.running" | "lease.cap_reached" | "lease.stopped" | "lease.rent_failed" | "lease.start_failed" | "lease.teardown_unverified" | "lease.price_updated" | "reaper.orphan_found" | "budget.exceeded" | "schedule.skipped" | "schedule.failed" | "endpoint.replica_started" | "endpoint.replica_stopped" | "endpoint.replica_replaced" | "endpoint.breaker_open" | "ping";
     /** @enum {string} */
     WebhookFormat: "json" | "slack";
     Webhook: {
@@ -1486,6 +1611,345 @@ export interface operations {
             events: components["schemas"]["LeaseEvent"][];
           };
           "text/event-stream": string;
+        };
+      };
+      /** @description `invalid_request`: The request failed validation; `issues` names the fields. */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `unauthorized`: No token, or an unknown or revoked one. */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `forbidden`: The token lacks the scope this route needs. */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `not_found`: No such object. */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `rate_limited`: Too many requests; see Retry-After. */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `internal`: Unexpected failure (logged). */
+      500: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /** List model endpoints */
+  getV1Endpoints: {
+    responses: {
+      /** @description Every endpoint, by name. */
+      200: {
+        content: {
+          "application/json": {
+            endpoints: components["schemas"]["Endpoint"][];
+          };
+        };
+      };
+      /** @description `invalid_request`: The request failed validation; `issues` names the fields. */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `unauthorized`: No token, or an unknown or revoked one. */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `forbidden`: The token lacks the scope this route needs. */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `rate_limited`: Too many requests; see Retry-After. */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `internal`: Unexpected failure (logged). */
+      500: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Create a model endpoint
+   * @description A named model served when called and costing nothing while idle: its replicas are model leases rented on demand and stopped when quiet. The key (`gle_…`) is shown only in this answer.
+   */
+  postV1Endpoints: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["EndpointInput"];
+      };
+    };
+    responses: {
+      /** @description Created; min_replicas are being rented. */
+      201: {
+        content: {
+          "application/json": components["schemas"]["CreatedEndpoint"];
+        };
+      };
+      /** @description `invalid_request`: The request failed validation; `issues` names the fields. */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `unauthorized`: No token, or an unknown or revoked one. */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `forbidden`: The token lacks the scope this route needs. */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `endpoint_exists`: An endpoint with this name exists. */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `rate_limited`: Too many requests; see Retry-After. */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `internal`: Unexpected failure (logged). */
+      500: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `provider_error`: A provider failed in a way the caller must know. */
+      502: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /** One model endpoint, with its replicas */
+  getV1EndpointsName: {
+    parameters: {
+      path: {
+        name: string;
+      };
+    };
+    responses: {
+      /** @description The endpoint. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["Endpoint"];
+        };
+      };
+      /** @description `invalid_request`: The request failed validation; `issues` names the fields. */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `unauthorized`: No token, or an unknown or revoked one. */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `forbidden`: The token lacks the scope this route needs. */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `not_found`: No such object. */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `rate_limited`: Too many requests; see Retry-After. */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `internal`: Unexpected failure (logged). */
+      500: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Delete an endpoint, stopping every replica
+   * @description Each replica is stopped as any lease is (teardown verified); their leases stay in the ledger.
+   */
+  deleteV1EndpointsName: {
+    parameters: {
+      path: {
+        name: string;
+      };
+    };
+    responses: {
+      /** @description Deleted. */
+      200: {
+        content: {
+          "application/json": {
+            /** @enum {boolean} */
+            ok: true;
+            stopped: number;
+          };
+        };
+      };
+      /** @description `invalid_request`: The request failed validation; `issues` names the fields. */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `unauthorized`: No token, or an unknown or revoked one. */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `forbidden`: The token lacks the scope this route needs. */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `not_found`: No such object. */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `rate_limited`: Too many requests; see Retry-After. */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `internal`: Unexpected failure (logged). */
+      500: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Change an endpoint's scaling, cold start or budget
+   * @description Also closes an open breaker: the next request rents again.
+   */
+  patchV1EndpointsName: {
+    parameters: {
+      path: {
+        name: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["EndpointPatch"];
+      };
+    };
+    responses: {
+      /** @description The endpoint as changed. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["Endpoint"];
+        };
+      };
+      /** @description `invalid_request`: The request failed validation; `issues` names the fields. */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `unauthorized`: No token, or an unknown or revoked one. */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `forbidden`: The token lacks the scope this route needs. */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `not_found`: No such object. */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `conflict`: The request conflicts with the object's state. */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `rate_limited`: Too many requests; see Retry-After. */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description `internal`: Unexpected failure (logged). */
+      500: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * A new key for an endpoint
+   * @description The old key stops working at once; the new one is shown only in this answer.
+   */
+  postV1EndpointsNameKeys: {
+    parameters: {
+      path: {
+        name: string;
+      };
+    };
+    responses: {
+      /** @description The new key. */
+      200: {
+        content: {
+          "application/json": {
+            /** @example gle_… */
+            key: string;
+          };
         };
       };
       /** @description `invalid_request`: The request failed validation; `issues` names the fields. */

@@ -6,6 +6,8 @@ import { authenticate, enforceScope, rateLimit } from "./auth/middleware";
 import { tokenRoutes } from "./auth/routes";
 import { ConfigError, loadSettings } from "./config";
 import { dashboardRoutes } from "./dashboard/routes";
+import { endpointGatewayRoutes } from "./endpoints/gateway";
+import { endpointRoutes } from "./endpoints/routes";
 import { ApiError } from "./errors";
 import { gatewayRoutes } from "./gateway/routes";
 import { leaseCallbackRoutes, leaseRoutes } from "./leases/routes";
@@ -83,7 +85,9 @@ export function createApp(options: AppOptions = {}) {
   app.use("*", boundedBody);
   app.openapi(healthRoute, (c) => c.json({ ok: true as const, version: VERSION }, 200));
 
-  // The LLM gateway authenticates with a lease's inference key (or an infer token), not /v1's.
+  // The LLM gateway authenticates with a lease's inference key (or an infer token), not /v1's;
+  // endpoints' routes (/llm/v1/…, /llm/e/{name}/…) first, as /llm/{lease_id}/… would take them.
+  app.route("/", endpointGatewayRoutes);
   app.route("/", gatewayRoutes);
   // The job's call-back carries its lease's own secret, not an API token: mounted before auth.
   app.route("/v1", leaseCallbackRoutes);
@@ -92,6 +96,7 @@ export function createApp(options: AppOptions = {}) {
   app.use("/v1/*", rateLimit, enforceScope);
   app.route("/v1", offerRoutes);
   app.route("/v1", leaseRoutes);
+  app.route("/v1", endpointRoutes);
   app.route("/v1", scheduleRoutes);
   app.route("/v1", reaperRoutes);
   app.route("/v1", accountRoutes);

@@ -10,11 +10,14 @@ export const statusByCode = {
   no_capacity: 409,
   limit_reached: 409,
   conflict: 409,
+  endpoint_exists: 409,
   lease_not_running: 409,
   rate_limited: 429,
   internal: 500,
   provider_error: 502,
   config_invalid: 503,
+  endpoint_starting: 503,
+  endpoint_unavailable: 503,
 } as const;
 
 export type ErrorCode = keyof typeof statusByCode;
@@ -75,10 +78,14 @@ const descriptions: Record<ErrorCode, string> = {
   no_capacity: "No matching offer could be rented; `attempts` lists each try.",
   limit_reached: "Too many active leases.",
   conflict: "The request conflicts with the object's state.",
+  endpoint_exists: "An endpoint with this name exists.",
   lease_not_running: "The lease is not running (yet, or any more): its model cannot be reached.",
   rate_limited: "Too many requests; see Retry-After.",
   internal: "Unexpected failure (logged).",
   provider_error: "A provider failed in a way the caller must know.",
+  endpoint_starting: "The endpoint has no replica answering yet; one is starting (see Retry-After).",
+  endpoint_unavailable:
+    "The endpoint's replica starts keep failing: it rents nothing until changed or 15 minutes pass.",
   config_invalid:
     "A setting is malformed (`error` names it); caps and teardown keep running on the last valid settings.",
 };

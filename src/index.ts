@@ -9,6 +9,7 @@ import { createServices } from "./services";
 import { DISPATCHER_CRON, REAPER_CRON } from "./worker-crons";
 
 export { RateLimiter } from "./auth/rate-limiter";
+export { EndpointDO } from "./endpoints/endpoint-do";
 export { LeaseKeeper } from "./keeper/keeper";
 export { OffersCache } from "./offers/shared-cache";
 export { SimCloud } from "./sim/cloud";

@@ -24,6 +24,13 @@ export function accessRuleFor(method: string, path: string): AccessRule {
   // token (Slack's do): admin even for reading.
   if (resource === "tokens" || resource === "webhooks") return rule("admin");
   if (verb === "GET" || verb === "HEAD") return rule("read");
+  // An endpoint rents replicas: creating, changing, deleting it and its key are as much as renting.
+  if (resource === "endpoints") {
+    if (verb === "POST" && depth === 1) return rule("rent", true);
+    if ((verb === "PATCH" || verb === "DELETE") && depth === 2) return rule("rent");
+    if (verb === "POST" && depth === 3 && action === "keys") return rule("rent");
+    return rule("admin");
+  }
   if (verb !== "POST") return rule("admin");
 
   if (resource === "leases") {

@@ -5,6 +5,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { callerForToken } from "../auth/middleware";
 import { closeSession, openSession, SESSION_TTL_MS } from "../auth/sessions";
 import type { TokenRow } from "../auth/tokens-store";
+import type { Endpoint } from "../endpoints/schema";
 import { ApiError } from "../errors";
 import { leasesWithUnresolvedCreates } from "../leases/create-records";
 import { listEvents } from "../leases/ledger";
@@ -23,6 +24,7 @@ import { crossSite, dashboardOrigin, requireSameSiteForm, requireSession, safeNe
 import { Alarms } from "./leases-view";
 import { liveStream } from "./live";
 import { AccountPage, type AccountView } from "./pages/account";
+import { EndpointsPage } from "./pages/endpoints";
 import { LeasePage, LeasesPage, STOP_ALL_PHRASE } from "./pages/leases";
 import { LoginPage } from "./pages/login";
 import { type OfferFilters, OffersPage, RentConfirm, type RentFields, RentForm } from "./pages/offers";
@@ -367,6 +369,12 @@ export function dashboardRoutes(fetchApi: ApiFetch) {
       { title: "Spend and budget", current: "/account" },
       <AccountPage account={answer.data} spend={spend.ok ? spend.data : null} />,
     );
+  });
+
+  pages.get("/endpoints", async (c) => {
+    const answer = await api<{ endpoints: Endpoint[] }>(c, "GET", "/v1/endpoints");
+    if (!answer.ok) return problemPage(c, "Endpoints", "/endpoints", answer.problem);
+    return page(c, { title: "Endpoints", current: "/endpoints" }, <EndpointsPage endpoints={answer.data.endpoints} />);
   });
 
   pages.get("/reaper", async (c) => {

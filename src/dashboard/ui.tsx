@@ -59,6 +59,7 @@ const NAV: NavItem[] = [
   { href: "/", label: "Leases" },
   { href: "/offers", label: "Offers" },
   { href: "/schedules", label: "Schedules" },
+  { href: "/endpoints", label: "Endpoints" },
   { href: "/account", label: "Spend" },
   { href: "/reaper", label: "Reaper" },
   { href: "/tokens", label: "Tokens", admin: true },

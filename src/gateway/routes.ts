@@ -53,7 +53,7 @@ async function serve(c: Context<AppEnv, "/llm/:leaseId/*">, rest: string): Promi
 }
 
 /** `v1/<openai route>` or `api/<ollama route>`; "refused" for Ollama's model-changing routes. */
-function routeOf(rest: string): "openai" | "ollama" | "refused" | null {
+export function routeOf(rest: string): "openai" | "ollama" | "refused" | null {
   const [root, ...tail] = rest.split("/");
   const name = tail.join("/");
   // `models/{id}`: the openai client's models.retrieve (Ollama's GET /v1/models/:model).
@@ -89,7 +89,7 @@ async function authorize(services: Services, lease: LeaseRow, header: string | u
 }
 
 /** INFER_RATE_LIMIT_PER_MIN per key or token (0: unlimited), apart from the API's own limits. */
-async function limit(services: Services, key: string): Promise<void> {
+export async function limit(services: Services, key: string): Promise<void> {
   const perMin = services.config.inferRateLimitPerMin;
   if (perMin === 0) return;
   const admission = await services.rateLimits.admit(
@@ -113,7 +113,7 @@ async function limit(services: Services, key: string): Promise<void> {
  * stream is asked for its usage (`stream_options.include_usage`) so the tokens can be counted;
  * the usage chunk reaches only a client that asked for it.
  */
-async function forward(
+export async function forward(
   send: Fetcher["fetch"],
   request: Request,
   target: string,

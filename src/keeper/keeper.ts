@@ -11,6 +11,7 @@ import {
   resolveNone,
   type StrayPatch,
 } from "../leases/create-records";
+import { idleDeadline, idleDetail } from "../leases/idle";
 import { eventStatements, getLease, type LeasePatch, type LeaseRow, type NewEvent } from "../leases/ledger";
 import { claimFound, lookupMachines } from "../leases/lookup";
 import { type RentEnd, rentalConcluded, settleRental } from "../leases/rental";
@@ -72,6 +73,8 @@ const START_OVER_MS = 1_000;
 const KEY_LEASE_ID = "leaseId";
 const KEY_LOOP = "loop";
 const KEY_METER = "meter";
+/** when the last request through the gateway ended (a model lease's idle_minutes counts from it) */
+const KEY_LAST_REQUEST = "lastRequestAt";
 /** set while the alarm is a usage flush's wake: the time the step's own alarm was for */
 const KEY_STEP_AT = "stepAt";
 
@@ -213,6 +216,7 @@ export class LeaseKeeper extends DurableObject<Env> {
     const now = services.clock();
     const before = await this.meter();
     const meter = addSample(before, sample);
+    await this.ctx.storage.put(KEY_LAST_REQUEST, now);
     if (meter.dropped > before.dropped)
       services.log.warn("usage_sample_dropped", { lease_id: leaseId, dropped: meter.dropped });
     const due = now - meter.flushedAt >= FLUSH_EVERY_MS;
@@ -441,7 +445,12 @@ export class LeaseKeeper extends DurableObject<Env> {
 
     let first: Decision;
     let calls = 0;
-    const cause = capReached(lease, loop, now, s);
+    const idleAt = idleDeadline(lease, (await this.ctx.storage.get<number>(KEY_LAST_REQUEST)) ?? null);
+    const cause =
+      capReached(lease, loop, now, s) ??
+      (idleAt !== null && now >= idleAt
+        ? { reason: "requested" as const, error: null, detail: idleDetail(lease.spec.idle_minutes ?? 0) }
+        : null);
     if (cause) first = decideCap(lease, loop, cause, now);
     else {
       const poll = await this.poll(services, provider, lease);

@@ -32,6 +32,8 @@ export const StoredSpecSchema = z.object({
   model: LeaseModelSchema.nullable().default(null),
   /** the weights' estimated download time at the rented offer, added to START_TIMEOUT_MIN */
   download_s: z.number().nonnegative().default(0),
+  /** a model lease is stopped after this long with no request through the gateway (src/leases/idle.ts) */
+  idle_minutes: z.number().int().positive().nullable().optional(),
 });
 export type StoredSpec = z.infer<typeof StoredSpecSchema>;
 

@@ -470,6 +470,7 @@ function storedSpec(input: LeaseInput, ollamaImage: string, model: StoredModel |
     min_billed_minutes: 0,
     model,
     download_s: 0,
+    idle_minutes: input.idle_minutes ?? null,
   };
 }
 

@@ -73,8 +73,14 @@ export const LeaseInputSchema = z
     context_length: z.number().int().min(256).max(1_048_576).optional().openapi({ description: "ollama only" }),
     max_minutes: z.number().int().min(1).max(10080),
     max_cost: z.number().positive().optional().openapi({ description: "in USD" }),
+    idle_minutes: z.number().int().min(1).max(10080).optional().openapi({
+      description: "model leases only: stopped after this long with no request through the LLM gateway",
+    }),
   })
   .superRefine((input, ctx) => {
+    if (input.idle_minutes !== undefined && input.model === undefined) {
+      ctx.addIssue({ code: "custom", path: ["idle_minutes"], message: "idle_minutes is only for a model lease" });
+    }
     if (input.template === "custom" && !input.image) {
       ctx.addIssue({ code: "custom", path: ["image"], message: "a custom lease needs an image" });
     }

@@ -48,6 +48,10 @@ const headline: Record<WebhookEventType, string> = {
   "budget.exceeded": "budget exceeded: active leases are being stopped",
   "schedule.skipped": "schedule run skipped",
   "schedule.failed": "schedule run failed",
+  "endpoint.replica_started": "endpoint replica started",
+  "endpoint.replica_stopped": "endpoint replica stopped",
+  "endpoint.replica_replaced": "endpoint replica lost; another is rented",
+  "endpoint.breaker_open": "endpoint breaker open: replica starts keep failing",
   ping: "test delivery: this webhook works",
 };
 

@@ -12,6 +12,10 @@ export const webhookEventTypes = [
   "budget.exceeded",
   "schedule.skipped",
   "schedule.failed",
+  "endpoint.replica_started",
+  "endpoint.replica_stopped",
+  "endpoint.replica_replaced",
+  "endpoint.breaker_open",
   "ping",
 ] as const;
 export const WebhookEventTypeSchema = z.enum(webhookEventTypes).openapi("WebhookEventType");

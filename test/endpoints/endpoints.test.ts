@@ -1,0 +1,445 @@
+import { createExecutionContext, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import OpenAI from "openai";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import worker from "../../src/index";
+import type { Lease } from "../../src/leases/schema";
+import { simCloud } from "../../src/sim/cloud";
+import { issueToken } from "../auth/tokens-helper";
+import { browse, signIn } from "../dashboard/support";
+import { type InstalledFakes, installFakes } from "../fakes/install";
+import { OllamaRegistryFake } from "../fakes/ollama-registry";
+import { api } from "../helpers";
+import { TestClock } from "../support/clock";
+import { driveTo, ledgerLease } from "../support/keeper";
+
+// Model endpoints through the public surface: /v1/endpoints, the one base URL /llm/v1 called
+// with the official openai client, the endpoint's Durable Object driven by its alarms (fired by
+// the test, on the test's clock) and its replicas' keepers driven to running and stopped.
+const clock = new TestClock(Date.parse("2035-06-01T00:00:00Z"));
+const MODEL = "llama3.2:1b";
+const BASE = "http://gpulease.test/llm/v1";
+
+let fakes: InstalledFakes;
+/** every request's execution context: its waitUntil work (usage, the replica's release) */
+let pending: ExecutionContext[] = [];
+
+beforeEach(async () => {
+  clock.install();
+  clock.advance(3_600_000);
+  fakes = installFakes(new OllamaRegistryFake());
+  await simCloud(env.SIM_CLOUD).reset();
+  await simCloud(env.SIM_CLOUD).configure({
+    bootSeconds: 20,
+    readySeconds: 5,
+    lingerSeconds: 0,
+    creditUsd: 100_000,
+    downloadMbs: 500,
+  });
+});
+
+afterEach(async () => {
+  await settle();
+  const endpoints = ((await (await api("/v1/endpoints")).json()) as { endpoints: { name: string }[] }).endpoints;
+  for (const endpoint of endpoints) await api(`/v1/endpoints/${endpoint.name}`, { method: "DELETE" });
+  const leases = ((await (await api("/v1/leases?status=active&limit=200")).json()) as { leases: Lease[] }).leases;
+  for (const lease of leases) {
+    await api(`/v1/leases/${lease.id}/stop`, { method: "POST" });
+    await driveTo(lease.id, "stopped", { clock, maxAlarms: 400 });
+  }
+  fakes.restore();
+});
+
+/** The worker's fetch with the context kept, so that the request's waitUntil work can be awaited. */
+const workerFetch: typeof fetch = async (input, init) => {
+  const request = new Request(input as RequestInfo, init);
+  const ctx = createExecutionContext();
+  pending.push(ctx);
+  return worker.fetch(request as Request<unknown, IncomingRequestCfProperties>, env, ctx);
+};
+
+async function settle(): Promise<void> {
+  const contexts = pending;
+  pending = [];
+  await Promise.all(contexts.map((ctx) => waitOnExecutionContext(ctx)));
+}
+
+const client = (apiKey: string) => new OpenAI({ baseURL: BASE, apiKey, fetch: workerFetch, maxRetries: 0 });
+
+interface EndpointView {
+  name: string;
+  state: string;
+  replicas: { lease_id: string | null; status: string; in_flight: number; last_request_at: string | null }[];
+  cold_starts: { at: string; duration_ms: number }[];
+  spend_today_usd: number;
+  failed_starts: number;
+  base_url: string;
+}
+
+async function createEndpoint(body: Record<string, unknown>): Promise<{ endpoint: EndpointView; key: string }> {
+  const res = await api("/v1/endpoints", { method: "POST", json: { model: MODEL, provider: "sim", ...body } });
+  const text = await res.text();
+  if (res.status !== 201) throw new Error(`create endpoint: ${res.status} ${text}`);
+  return JSON.parse(text) as { endpoint: EndpointView; key: string };
+}
+
+async function view(name: string): Promise<EndpointView> {
+  const res = await api(`/v1/endpoints/${name}`);
+  if (res.status !== 200) throw new Error(`GET endpoint ${name}: ${res.status}`);
+  return (await res.json()) as EndpointView;
+}
+
+async function endpointObject(name: string) {
+  const row = await env.DB.prepare("SELECT id FROM endpoints WHERE name = ?").bind(name).first<{ id: string }>();
+  if (!row) throw new Error(`no endpoint ${name}`);
+  return env.ENDPOINT.getByName(row.id);
+}
+
+/** Fires the endpoint object's alarm (moving the clock to it when it is later); false when none is set. */
+async function fireEndpoint(name: string, options: { moveClock?: boolean } = {}): Promise<boolean> {
+  const stub = await endpointObject(name);
+  return runInDurableObject(stub, async (instance, state) => {
+    const at = await state.storage.getAlarm();
+    if (at === null) return false;
+    if (at > clock.now && options.moveClock !== false) clock.set(at);
+    await state.storage.deleteAlarm();
+    await (instance as unknown as { alarm(): Promise<void> }).alarm();
+    return true;
+  });
+}
+
+/** The endpoint's replicas' lease ids, in any phase. */
+async function replicaIds(name: string): Promise<string[]> {
+  return (await view(name)).replicas.map((r) => r.lease_id).filter((id): id is string => id !== null);
+}
+
+/**
+ * A first request (answered 503 endpoint_starting unless min_replicas keeps a replica) has the
+ * endpoint rent its first replica (its alarm); the replica is driven to running and the endpoint
+ * sees it on its next look.
+ */
+async function warm(name: string, key: string | null = null): Promise<string> {
+  if (key) {
+    const res = await workerFetch(`${BASE}/chat/completions`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+      body: JSON.stringify(chat(name)),
+    });
+    expect(res.status).toBe(503);
+    await settle();
+  }
+  await fireEndpoint(name, { moveClock: false });
+  const [leaseId] = await replicaIds(name);
+  if (!leaseId) throw new Error(`endpoint ${name} rented nothing: ${JSON.stringify(await view(name))}`);
+  await driveTo(leaseId, "running", { clock, maxAlarms: 200 });
+  await fireEndpoint(name, { moveClock: false });
+  return leaseId;
+}
+
+const chat = (model: string, content = "hello") => ({ model, messages: [{ role: "user" as const, content }] });
+
+describe("/v1/endpoints", () => {
+  it("creates an endpoint with defaults, shows its key once, refuses a taken name and a bad one", async () => {
+    const { endpoint, key } = await createEndpoint({ name: "crud" });
+    expect(key).toMatch(/^gle_/);
+    expect(endpoint).toMatchObject({
+      name: "crud",
+      min_replicas: 0,
+      max_replicas: 2,
+      idle_minutes: 15,
+      cold_start_wait_s: 0,
+      target_in_flight: 4,
+      state: "idle",
+      replicas: [],
+      base_url: "http://gpulease.test/llm/v1",
+    });
+    expect(JSON.stringify(await view("crud"))).not.toContain(key);
+    const again = await api("/v1/endpoints", { method: "POST", json: { name: "crud", model: MODEL } });
+    expect(again.status).toBe(409);
+    expect(((await again.json()) as { code: string }).code).toBe("endpoint_exists");
+    const bad = await api("/v1/endpoints", { method: "POST", json: { name: "Bad Name", model: MODEL } });
+    expect(bad.status).toBe(400);
+    const inverted = await api("/v1/endpoints", {
+      method: "POST",
+      json: { name: "inv", model: MODEL, min_replicas: 3, max_replicas: 1 },
+    });
+    expect(inverted.status).toBe(400);
+  });
+
+  it("needs the rent scope to create and change; read lists", async () => {
+    const reader = (await issueToken(["read"])).token;
+    const created = await api("/v1/endpoints", {
+      method: "POST",
+      json: { name: "scoped", model: MODEL },
+      token: reader,
+    });
+    expect(created.status).toBe(403);
+    await createEndpoint({ name: "scoped" });
+    expect((await api("/v1/endpoints", { token: reader })).status).toBe(200);
+    const patch = await api("/v1/endpoints/scoped", { method: "PATCH", json: { idle_minutes: 5 }, token: reader });
+    expect(patch.status).toBe(403);
+    const renter = (await issueToken(["rent"])).token;
+    const patched = await api("/v1/endpoints/scoped", { method: "PATCH", json: { idle_minutes: 5 }, token: renter });
+    expect(patched.status).toBe(200);
+    expect(((await patched.json()) as { idle_minutes: number }).idle_minutes).toBe(5);
+    const conflict = await api("/v1/endpoints/scoped", { method: "PATCH", json: { min_replicas: 9 }, token: renter });
+    expect(conflict.status).toBe(409);
+  });
+
+  it("rotates the key: the old one gets 401 in OpenAI's shape at once, the new one works", async () => {
+    const { key } = await createEndpoint({ name: "rot" });
+    const rotated = await api("/v1/endpoints/rot/keys", { method: "POST" });
+    const { key: fresh } = (await rotated.json()) as { key: string };
+    expect(fresh).toMatch(/^gle_/);
+    const old = await workerFetch(`${BASE}/models`, { headers: { Authorization: `Bearer ${key}` } });
+    expect(old.status).toBe(401);
+    const models = await client(fresh).models.list();
+    expect(models.data.map((m) => m.id)).toEqual(["rot"]);
+  });
+});
+
+describe("the one base URL", () => {
+  it("a wrong key gets 401 in OpenAI's shape", async () => {
+    await createEndpoint({ name: "keyed" });
+    const res = await workerFetch(`${BASE}/chat/completions`, {
+      method: "POST",
+      headers: { Authorization: "Bearer gle_wrong", "Content-Type": "application/json" },
+      body: JSON.stringify(chat("keyed")),
+    });
+    expect(res.status).toBe(401);
+    const body = (await res.json()) as { error: { message: string; type: string; code: string } };
+    expect(body.error).toMatchObject({ type: "authentication_error", code: "unauthorized" });
+    expect(typeof body.error.message).toBe("string");
+    await expect(client("gle_wrong").chat.completions.create(chat("keyed"))).rejects.toMatchObject({ status: 401 });
+  });
+
+  it("an endpoint's key opens only its own endpoint; an infer token opens every one", async () => {
+    const { key } = await createEndpoint({ name: "one" });
+    await createEndpoint({ name: "two" });
+    await expect(client(key).chat.completions.create(chat("two"))).rejects.toMatchObject({
+      status: 404,
+      code: "model_not_found",
+    });
+    const infer = (await issueToken(["infer"])).token;
+    const listed = await client(infer).models.list();
+    expect(listed.data.map((m) => m.id).sort()).toEqual(["one", "two"]);
+  });
+
+  it("min_replicas 0: a request starts a replica, gets 503 endpoint_starting with Retry-After, and the openai client's calls answer once it runs (streaming and not)", async () => {
+    const { key } = await createEndpoint({ name: "cold" });
+    expect((await view("cold")).replicas).toEqual([]);
+    const openai = client(key);
+    const refused = await openai.chat.completions.create(chat("cold")).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OpenAI.APIError);
+    const apiError = refused as InstanceType<typeof OpenAI.APIError>;
+    expect(apiError.status).toBe(503);
+    expect(apiError.code).toBe("endpoint_starting");
+    expect(Number(apiError.headers?.get("retry-after"))).toBeGreaterThan(0);
+    expect(apiError.message).toMatch(/starting, expected by/);
+    await settle();
+
+    const leaseId = await warm("cold");
+    expect((await view("cold")).state).toBe("serving");
+    const answer = await openai.chat.completions.create(chat("cold", "say hi"));
+    expect(answer.choices[0]?.message.content?.length).toBeGreaterThan(0);
+    const stream = await openai.chat.completions.create({ ...chat("cold", "count"), stream: true });
+    let streamed = "";
+    for await (const chunk of stream) streamed += chunk.choices[0]?.delta?.content ?? "";
+    expect(streamed.length).toBeGreaterThan(0);
+    await settle();
+
+    const shown = await view("cold");
+    expect(shown.cold_starts).toHaveLength(1);
+    expect(shown.replicas).toEqual([expect.objectContaining({ lease_id: leaseId, status: "running", in_flight: 0 })]);
+    // The replica is a model lease like any other.
+    const lease = (await (await api(`/v1/leases/${leaseId}`)).json()) as Lease;
+    expect(lease).toMatchObject({ status: "running", name: "endpoint cold", spec: { model: MODEL } });
+
+    // The dashboard's Endpoints page: the endpoint, its replica, its cold start charted and tabled.
+    const { cookie } = await signIn();
+    const res = await browse("/endpoints", { cookie });
+    expect(res.status).toBe(200);
+    const html = await res.text();
+    expect(html).toContain(`href="/leases/${leaseId}"`);
+    expect(html).toContain('data-chart="cold-cold"');
+    expect(html).toContain('<figure class="chart"');
+    expect(html).toContain("Every cold start");
+  });
+
+  it("holds a request up to cold_start_wait_s and answers it once the replica runs", async () => {
+    const { key } = await createEndpoint({ name: "hold", cold_start_wait_s: 120 });
+    const held = client(key).chat.completions.create(chat("hold", "hi"));
+    // The request armed the endpoint's alarm: it rents; the replica's keeper brings it up.
+    let leaseId: string | undefined;
+    for (let i = 0; i < 50 && !leaseId; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      if (await fireEndpoint("hold", { moveClock: false })) leaseId = (await replicaIds("hold"))[0];
+    }
+    if (!leaseId) throw new Error("no replica rented");
+    await driveTo(leaseId, "running", { clock, maxAlarms: 200 });
+    const answer = await held;
+    expect(answer.choices[0]?.message.content?.length).toBeGreaterThan(0);
+    await settle();
+    expect((await view("hold")).cold_starts).toHaveLength(1);
+  });
+
+  it("/llm/e/{name}/… addresses one endpoint: OpenAI and Ollama routes, the model named for the machine", async () => {
+    const { key } = await createEndpoint({ name: "direct" });
+    await warm("direct", key);
+    const models = await workerFetch("http://gpulease.test/llm/e/direct/v1/models", {
+      headers: { Authorization: `Bearer ${key}` },
+    });
+    expect(((await models.json()) as { data: { id: string; state: string }[] }).data).toEqual([
+      expect.objectContaining({ id: "direct", state: "serving" }),
+    ]);
+    const direct = new OpenAI({
+      baseURL: "http://gpulease.test/llm/e/direct/v1",
+      apiKey: key,
+      fetch: workerFetch,
+      maxRetries: 0,
+    });
+    const answer = await direct.chat.completions.create(chat("anything"));
+    expect(answer.choices[0]?.message.content?.length).toBeGreaterThan(0);
+    const ollama = await workerFetch("http://gpulease.test/llm/e/direct/api/chat", {
+      method: "POST",
+      headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ model: "direct", messages: [{ role: "user", content: "hi" }], stream: false }),
+    });
+    expect(ollama.status).toBe(200);
+    expect(((await ollama.json()) as { message: { content: string } }).message.content.length).toBeGreaterThan(0);
+    // Ollama's model-changing routes are refused here too, in the API's envelope.
+    const pull = await workerFetch("http://gpulease.test/llm/e/direct/api/pull", {
+      method: "POST",
+      headers: { Authorization: `Bearer ${key}` },
+      body: JSON.stringify({ model: "x" }),
+    });
+    expect(pull.status).toBe(403);
+    expect(((await pull.json()) as { code: string }).code).toBe("forbidden");
+    await settle();
+  });
+
+  it("goes quiet and is back to zero replicas, verified, within idle_minutes and one keeper interval", async () => {
+    const { key } = await createEndpoint({ name: "quiet", idle_minutes: 5 });
+    const leaseId = await warm("quiet", key);
+    await client(key).chat.completions.create(chat("quiet"));
+    await settle();
+    const lastRequest = clock.now;
+    // The endpoint's own alarm is its next look: the idle deadline.
+    for (let i = 0; i < 10 && (await replicaIds("quiet")).length > 0; i++) {
+      await fireEndpoint("quiet");
+      const lease = await ledgerLease(leaseId);
+      if (lease.status === "stopping" || lease.status === "stopped") break;
+    }
+    const stopping = await ledgerLease(leaseId);
+    expect(stopping.stop_requested_at).not.toBeNull();
+    const stoppedAfter = Date.parse(stopping.stop_requested_at as string) - lastRequest;
+    expect(stoppedAfter).toBeGreaterThanOrEqual(5 * 60_000);
+    expect(stoppedAfter).toBeLessThanOrEqual(5 * 60_000 + 10_000);
+    const stopped = await driveTo(leaseId, "stopped", { clock, maxAlarms: 200 });
+    expect(stopped.teardown_verified_at).not.toBeNull();
+    expect(stopped.error ?? "").toBe("");
+    await fireEndpoint("quiet");
+    expect((await view("quiet")).replicas).toEqual([]);
+    expect((await view("quiet")).state).toBe("idle");
+    // Idle cost after the window: no machine alive at the provider.
+    const sim = (await (await api("/v1/sim")).json()) as { machines: unknown[] };
+    expect(sim.machines).toEqual([]);
+  });
+
+  it("a burst scales to max_replicas, a scale-down during a long stream completes the stream, and back to zero", async () => {
+    const { key } = await createEndpoint({ name: "burst", max_replicas: 2, target_in_flight: 1, idle_minutes: 2 });
+    const first = await warm("burst", key);
+    // Two long streams in flight on the one replica: above the target of 1 per replica.
+    const openai = client(key);
+    const long1 = await openai.chat.completions.create({ ...chat("burst", "a long story ".repeat(4)), stream: true });
+    const long2 = await openai.chat.completions.create({ ...chat("burst", "another long one"), stream: true });
+    expect((await view("burst")).replicas[0]?.in_flight).toBe(2);
+    clock.advance(31_000);
+    await fireEndpoint("burst", { moveClock: false });
+    const ids = await replicaIds("burst");
+    expect(ids).toHaveLength(2);
+    const second = ids.find((id) => id !== first) as string;
+    await driveTo(second, "running", { clock, maxAlarms: 200 });
+    await fireEndpoint("burst", { moveClock: false });
+    expect((await view("burst")).replicas.filter((r) => r.status === "running")).toHaveLength(2);
+    // Never above max_replicas, however long the overload lasts.
+    clock.advance(31_000);
+    await fireEndpoint("burst", { moveClock: false });
+    expect(await replicaIds("burst")).toHaveLength(2);
+
+    // The second replica stays quiet past idle_minutes while the streams still run on the first:
+    // it is stopped, the first (with requests in flight) is not, and both streams complete.
+    clock.advance(2 * 60_000 + 1_000);
+    await fireEndpoint("burst", { moveClock: false });
+    expect((await ledgerLease(second)).status).toBe("stopping");
+    expect((await ledgerLease(first)).status).toBe("running");
+    let text = "";
+    for await (const chunk of long1) text += chunk.choices[0]?.delta?.content ?? "";
+    for await (const chunk of long2) text += chunk.choices[0]?.delta?.content ?? "";
+    expect(text.length).toBeGreaterThan(0);
+    await settle();
+    clock.advance(2 * 60_000 + 1_000);
+    await fireEndpoint("burst", { moveClock: false });
+    await driveTo(first, "stopped", { clock, maxAlarms: 200 });
+    await driveTo(second, "stopped", { clock, maxAlarms: 200 });
+    await fireEndpoint("burst", { moveClock: false });
+    expect((await view("burst")).replicas).toEqual([]);
+  });
+
+  it("a replica whose machine vanishes mid-stream is replaced on another rental and the next request succeeds", async () => {
+    const { key } = await createEndpoint({ name: "lost", cold_start_wait_s: 0 });
+    const leaseId = await warm("lost", key);
+    const openai = client(key);
+    const stream = await openai.chat.completions.create({ ...chat("lost", "a long story"), stream: true });
+    const lease = await ledgerLease(leaseId);
+    const vanished = await api(`/v1/sim/machines/${lease.provider_ref}`, { method: "DELETE" });
+    expect(vanished.status).toBe(200);
+    // The stream ends (cut or finished); the keeper finds the machine gone and ends the lease.
+    try {
+      for await (const _chunk of stream) {
+        // drain
+      }
+    } catch {
+      // cut mid-stream: expected when the machine vanished
+    }
+    await settle();
+    await driveTo(leaseId, "stopped", { clock, maxAlarms: 200 });
+    await fireEndpoint("lost", { moveClock: false });
+    const replacement = (await replicaIds("lost")).find((id) => id !== leaseId);
+    expect(replacement).toBeDefined();
+    await driveTo(replacement as string, "running", { clock, maxAlarms: 200 });
+    await fireEndpoint("lost", { moveClock: false });
+    const answer = await openai.chat.completions.create(chat("lost"));
+    expect(answer.choices[0]?.message.content?.length).toBeGreaterThan(0);
+    await settle();
+  });
+
+  it("the budget stops the replicas and answers 402 budget_exceeded in OpenAI's shape", async () => {
+    const { key } = await createEndpoint({ name: "budget", budget_daily_usd: 0.01 });
+    const leaseId = await warm("budget", key);
+    // An hour of a sim GPU costs more than a cent.
+    clock.advance(3_600_000);
+    await fireEndpoint("budget", { moveClock: false });
+    expect((await view("budget")).state).toBe("budget_exhausted");
+    expect(["stopping", "stopped"]).toContain((await ledgerLease(leaseId)).status);
+    const refused = await client(key)
+      .chat.completions.create(chat("budget"))
+      .catch((error: unknown) => error as InstanceType<typeof OpenAI.APIError>);
+    expect(refused).toMatchObject({ status: 402, code: "budget_exceeded" });
+    expect((refused as Error).message).toMatch(/daily budget/);
+    await driveTo(leaseId, "stopped", { clock, maxAlarms: 200 });
+    // No new rental while the budget is spent.
+    await fireEndpoint("budget", { moveClock: false });
+    expect(await replicaIds("budget")).toEqual([]);
+  });
+
+  it("DELETE stops every replica, verified", async () => {
+    await createEndpoint({ name: "gone", min_replicas: 1 });
+    const leaseId = await warm("gone");
+    const res = await api("/v1/endpoints/gone", { method: "DELETE" });
+    expect(await res.json()).toEqual({ ok: true, stopped: 1 });
+    const stopped = await driveTo(leaseId, "stopped", { clock, maxAlarms: 200 });
+    expect(stopped.teardown_verified_at).not.toBeNull();
+    expect((await api("/v1/endpoints/gone")).status).toBe(404);
+  });
+});
