@@ -1,3 +1,4 @@
+import type { ProviderName } from "../providers/types";
 /**
  * The decisions of a model endpoint, pure: which replica a request goes to, when to rent
  * another, which replicas to drain and stop, what a lost replica means. The endpoint's Durable
@@ -19,7 +20,7 @@ export interface Replica {
   runningAt: number | null;
   /** the machine's Ollama URL and provider, once running */
   base: string | null;
-  provider: string | null;
+  provider: ProviderName | null;
 }
 
 export interface EndpointLoop {
@@ -112,12 +113,12 @@ export function trackOverload(loop: EndpointLoop, targetInFlight: number, now: n
 export interface LeaseSeen {
   status: "provisioning" | "running" | "stopping" | "stopped" | "missing";
   base: string | null;
-  provider: string | null;
+  provider: ProviderName | null;
 }
 
 export type EndpointEvent =
   | { kind: "replica_started"; leaseId: string; coldStartMs: number | null }
-  | { kind: "replica_lost"; leaseId: string; everRan: boolean; provider: string | null }
+  | { kind: "replica_lost"; leaseId: string; everRan: boolean; provider: ProviderName | null }
   | { kind: "replica_stopped"; leaseId: string; reason: string }
   | { kind: "breaker_open"; failedStarts: number };
 

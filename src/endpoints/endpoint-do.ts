@@ -47,7 +47,7 @@ const EXPECTED_START_S = 60;
 
 /** Where one request goes, or why it cannot go anywhere now. */
 export type Acquired =
-  | { kind: "routed"; ticket: string; leaseId: string; base: string; provider: string }
+  | { kind: "routed"; ticket: string; leaseId: string; base: string; provider: ProviderName }
   | { kind: "starting"; retryAfterS: number; expectedAt: string }
   | { kind: "breaker_open"; retryAfterS: number; detail: string }
   | { kind: "budget_exhausted"; detail: string };

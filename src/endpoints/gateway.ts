@@ -1,10 +1,10 @@
 import { type Context, Hono } from "hono";
 import { callerForToken, hasScope } from "../auth/middleware";
 import { ApiError, type ErrorCode, statusByCode } from "../errors";
+import { machineSender } from "../gateway/machine-fetch";
 import { forward, limit, routeOf } from "../gateway/routes";
 import { bearerToken, sha256Hex } from "../lib/crypto";
 import type { AppEnv, Services } from "../services";
-import { simCloud } from "../sim/cloud";
 import type { Acquired } from "./endpoint-do";
 import { endpointObject } from "./routes";
 import { ENDPOINT_NAME } from "./schema";
@@ -115,10 +115,7 @@ async function serve(c: Context<AppEnv>, named: string | null, restPath: string)
   const stub = endpointObject(services.env, endpoint.id);
   const acquired = await stub.acquire(endpoint, endpoint.cold_start_wait_s * 1000, new URL(c.req.url).origin);
   if (acquired.kind !== "routed") throw refusalOf(endpoint, acquired);
-  const send: Fetcher["fetch"] =
-    acquired.provider === "sim"
-      ? (input, init) => simCloud(services.env.SIM_CLOUD).fetch(new Request(input as RequestInfo, init))
-      : (input, init) => fetch(input, init);
+  const send = machineSender(services, acquired.provider);
   const target = `${acquired.base.replace(/\/+$/, "")}/${rest}${new URL(c.req.url).search}`;
   const sent = new Request(request.url, {
     method: request.method,

@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { ModelRefTextSchema } from "../models/reference";
+import { providerNames } from "../providers/catalogue";
 import { ProviderNameSchema } from "../providers/types";
 
 export const ENDPOINT_NAME = /^[a-z0-9][a-z0-9-]{0,39}$/;
@@ -19,7 +20,11 @@ const ProvidersSchema = z
     }
     return names.join(",");
   })
-  .openapi({ type: "string", description: "comma-separated providers to rent at, in order", example: "runpod,vast" });
+  .openapi({
+    type: "string",
+    description: "comma-separated providers to rent at, in order",
+    example: providerNames.slice(0, 2).join(","),
+  });
 
 /** The settings PATCH may change (also part of the create body). */
 const tunables = {

@@ -6,6 +6,7 @@ import { bearerToken, secretsEqual, sha256Hex } from "../lib/crypto";
 import type { AppEnv, Services } from "../services";
 import { inDialect } from "./error-shape";
 import { forwardedHeaders } from "./forward-headers";
+import { machineSender } from "./machine-fetch";
 import { checkedRequest } from "./request-checks";
 import { InjectedUsageFilter, withStreamUsage } from "./stream-usage";
 import { UsageReader, type UsageSample } from "./usage";
@@ -40,11 +41,7 @@ async function serve(c: Context<AppEnv, "/llm/:leaseId/*">, rest: string): Promi
   if (lease.status !== "running") throw new ApiError("lease_not_running", `the lease is ${lease.status}`);
   const base = lease.access?.urls[0];
   if (!base) throw new ApiError("lease_not_running", "the lease's machine has no address yet");
-  // A provider may reach its machines its own way (the sim's are served in-process).
-  const machineFetch = lease.provider ? services.providers.get(lease.provider)?.machineFetch : undefined;
-  const send: Fetcher["fetch"] = machineFetch
-    ? (input, init) => machineFetch(new Request(input as RequestInfo, init))
-    : (input, init) => fetch(input, init);
+  const send = machineSender(services, lease.provider);
   const target = `${base.replace(/\/+$/, "")}/${rest}${new URL(c.req.url).search}`;
   const request = await checkedRequest(c.req.raw, rest, lease.spec.model.context_length);
   return forward(send, request, target, (sample) =>

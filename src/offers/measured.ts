@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { iso, ms } from "../lib/time";
-import { GPU_SPECS, normaliseGpuName } from "../providers/gpus";
+import { vendorBandwidthGbs } from "../providers/gpus";
 import { ProviderNameSchema } from "../providers/types";
 import { type MeasuredFigure, measuredKey, multiGpuFactor } from "./bandwidth";
 
@@ -35,19 +35,6 @@ export const VENDOR_TOLERANCE = 1.2;
 
 /** Why a sample was not recorded: counted per reason in `bandwidth_rejects`. */
 export type SampleRejection = "above_vendor_bandwidth";
-
-/** The vendor's figure for a lease's card by its display name, or null for a card not in the table. */
-export function vendorBandwidthGbs(gpu: string): number | null {
-  const card = normaliseGpuName(gpu);
-  if (!card) return null;
-  const spec = GPU_SPECS.find(
-    (s) =>
-      normaliseGpuName(s.name) === card ||
-      s.vast.some((name) => normaliseGpuName(name) === card) ||
-      s.runpod.some((id) => normaliseGpuName(id) === card),
-  );
-  return spec?.bandwidth_gbs ?? null;
-}
 
 /** pure: why a per-card figure cannot be what the card delivered, or null when it can. */
 export function implausible(gpu: string, perCardGbs: number): SampleRejection | null {

@@ -149,3 +149,16 @@ export function offerMemoryMib(offer: {
 export function gpuSpecByKey(key: string): GpuSpec | undefined {
   return byKey.get(key);
 }
+
+/** The vendor's figure for a lease's card by its display name, or null for a card not in the table. */
+export function vendorBandwidthGbs(gpu: string): number | null {
+  const card = normaliseGpuName(gpu);
+  if (!card) return null;
+  const spec = GPU_SPECS.find(
+    (s) =>
+      normaliseGpuName(s.name) === card ||
+      s.vast.some((name) => normaliseGpuName(name) === card) ||
+      s.runpod.some((id) => normaliseGpuName(id) === card),
+  );
+  return spec?.bandwidth_gbs ?? null;
+}

@@ -45,7 +45,9 @@ const loopWith = (replicas: Replica[], extra: Partial<EndpointLoop> = {}): Endpo
   ...extra,
 });
 const seen = (entries: Record<string, LeaseSeen["status"]>) =>
-  new Map(Object.entries(entries).map(([id, status]) => [id, { status, base: `http://${id}`, provider: "sim" }]));
+  new Map(
+    Object.entries(entries).map(([id, status]) => [id, { status, base: `http://${id}`, provider: "sim" as const }]),
+  );
 
 describe("pickReplica", () => {
   it("routes to the running replica with the fewest requests in flight, never to a draining or starting one", () => {
