@@ -1,6 +1,7 @@
 /**
  * The keeper's decisions about a lease's create records, with no I/O: which unresolved creates
- * to look up (only after their timeout: the create may still land), and how to tear down every
+ * to look up (every one, on every alarm: a machine found is claimed at once; only "no machine"
+ * waits for the create's timeout, as the create may still land), and how to tear down every
  * machine a create made that is not the lease's current one (terminate, then two "gone" reads
  * in a row, like the lease's own teardown), with its billed time.
  */
@@ -17,18 +18,18 @@ type Lease = Pick<LeaseRow, "provider" | "provider_ref" | "currency">;
 export const LOOKUP_RETRY_MS = 15_000;
 
 /**
- * The unresolved creates whose lookup is due, oldest first; `labelled` providers answer one
- * lookup for all of a lease's creates there, so only the first due create of each is kept.
+ * The unresolved creates to look up now, oldest first: every one, whether or not its timeout
+ * has passed (a machine found is claimed at once; the keeper concludes "no machine" only after
+ * the timeout). `labelled` providers answer one lookup for all of a lease's creates there, so
+ * only the first create of each is kept.
  */
 export function lookupsDue(
   creates: readonly CreateRecord[],
-  now: number,
-  s: Pick<KeeperSettings, "rentWindowMs">,
   labelled: (provider: ProviderName) => boolean,
 ): CreateRecord[] {
-  const due = creates.filter((c) => c.resolution === "unresolved" && now >= ms(c.sent_at) + s.rentWindowMs);
+  const open = creates.filter((c) => c.resolution === "unresolved");
   const seen = new Set<ProviderName>();
-  return due.filter((c) => {
+  return open.filter((c) => {
     if (!labelled(c.provider)) return true;
     if (seen.has(c.provider)) return false;
     seen.add(c.provider);
@@ -96,17 +97,26 @@ export function decideStray(
   return { patch, events };
 }
 
-/** When the create work next needs the keeper: the next lookup's due time, or soon for an open stray. */
+/**
+ * When the create work next needs the keeper: an unresolved create is looked up again within
+ * one poll interval until its timeout (its machine is claimed as soon as a listing shows it), at
+ * the timeout (when "no machine" may be concluded), then at the gentler lookup pace; an open
+ * stray soon.
+ */
 export function nextCreateWorkAt(
   lease: Lease,
   creates: readonly CreateRecord[],
   now: number,
   s: KeeperSettings,
 ): number | null {
-  // A due create whose lookup failed is looked up again at a gentler pace than a teardown's.
   const times = creates
     .filter((c) => c.resolution === "unresolved")
-    .map((c) => Math.max(ms(c.sent_at) + s.rentWindowMs, now + Math.max(s.verifyIntervalMs, LOOKUP_RETRY_MS)));
+    .map((c) => {
+      const dueAt = ms(c.sent_at) + s.rentWindowMs;
+      return now < dueAt
+        ? Math.min(dueAt, now + s.pollIntervalMs)
+        : now + Math.max(s.verifyIntervalMs, LOOKUP_RETRY_MS);
+    });
   for (const stray of openStrays(lease, creates))
     times.push(now + (stray.gone_reads > 0 ? CONFIRM_GONE_MS : s.verifyIntervalMs));
   return times.length ? Math.min(...times) : null;

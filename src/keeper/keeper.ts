@@ -398,7 +398,7 @@ export class LeaseKeeper extends DurableObject<Env> {
     let changed = false;
     const events: NewEvent[] = [];
     const labelled = (name: ProviderName) => services.providers.get(name)?.labelled ?? true;
-    for (const create of lookupsDue(creates, now, s, labelled)) {
+    for (const create of lookupsDue(creates, labelled)) {
       if (calls === 0) break;
       const provider = services.providers.get(create.provider);
       if (!provider) {

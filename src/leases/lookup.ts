@@ -12,7 +12,7 @@ export type MachineLookup = { ok: true; machines: OwnMachine[] } | { ok: false; 
 /**
  * The live machines at `provider` that a create of this lease may have made. A labelled provider
  * lists every machine carrying the lease's label (two creates there make two machines under one
- * label); a listing cut short proves nothing, so it is a failed lookup. A provider without labels
+ * label); a listing cut short or partial (a state not listed) proves nothing, so it is a failed lookup. A provider without labels
  * matches the create's fingerprint (card, count, image, made after it was sent), never a machine
  * the ledger holds, and refuses while another lease's create could have made the same one.
  */
@@ -27,6 +27,7 @@ export async function lookupMachines(
     if (provider.labelled) {
       const listing = await provider.listOwn(config.labelPrefix, []);
       if (listing.next !== null) return { ok: false, error: "the listing was cut short: not every machine was seen" };
+      if (listing.partial) return { ok: false, error: listing.partial };
       return {
         ok: true,
         machines: listing.machines.filter((m) => m.label === lease.label && m.state !== "gone"),

@@ -14,7 +14,7 @@ export type Listing =
       ok: true;
       machines: OwnMachine[];
       /**
-       * Read from the first page to the last in this run. Only a complete listing is evidence
+       * Read from the first page to the last in this run, every state listed. Only a complete listing is evidence
        * that a machine missing from it is gone; an incomplete one proves only what it shows.
        */
       complete: boolean;
@@ -80,12 +80,13 @@ async function listOne(
     refused !== null ? `the saved cursor was refused (${refused}): listed again from page 1` : null,
     !fromFirstPage ? "began at the cursor an earlier run stopped at" : null,
     listing.next !== null ? "stopped at the page bound: the next run goes on from there" : null,
+    listing.partial ? `not every state was listed (${listing.partial})` : null,
   ].filter((note) => note !== null);
   return {
     provider,
     ok: true,
     machines: listing.machines,
-    complete: fromFirstPage && listing.next === null,
+    complete: fromFirstPage && listing.next === null && !listing.partial,
     next: listing.next,
     note: notes.length > 0 ? notes.join("; ") : null,
   };
