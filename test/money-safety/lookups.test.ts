@@ -165,7 +165,8 @@ describe("a lookup that did not see every state never concludes 'no machine'", (
     const early: string[] = [];
     await runKeepers(t0 + 30 * MIN, async () => {
       const lease = await readLease(leaseId);
-      if (lease.status === "stopped" && alive().length > 0) early.push(`stopped at cost ${lease.cost} while ${alive()}`);
+      if (lease.status === "stopped" && alive().length > 0)
+        early.push(`stopped at cost ${lease.cost} while ${alive()}`);
     });
     expect(early).toEqual([]);
     expect(alive()).toEqual([]);
