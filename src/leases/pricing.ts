@@ -81,17 +81,24 @@ export interface WorstCaseBilling {
   startsAt: Provider["billingStartsAt"];
   minimumMinutes: number;
   startTimeoutMin: number;
-}
-
-/** The minutes the worst case bills: boot time included where billing starts at the accepted rental. */
-export function worstCaseMinutes(billing: WorstCaseBilling, maxMinutes: number): number {
-  return billing.startsAt === "accepted"
-    ? billing.startTimeoutMin + maxMinutes
-    : Math.max(maxMinutes, billing.minimumMinutes);
+  /** a model lease: the weights' estimated load time at this offer, which its start deadline adds */
+  downloadMin?: number;
 }
 
 /**
- * USD a lease can cost at most at this price: price × (START_TIMEOUT_MIN + max_minutes) where
+ * The minutes the worst case bills: boot time (and a model lease's download allowance, by which
+ * its start deadline grows) included where billing starts at the accepted rental; the download
+ * on top of max_minutes where billing starts once the machine runs (the pull runs on it).
+ */
+export function worstCaseMinutes(billing: WorstCaseBilling, maxMinutes: number): number {
+  const download = billing.downloadMin ?? 0;
+  return billing.startsAt === "accepted"
+    ? billing.startTimeoutMin + download + maxMinutes
+    : Math.max(maxMinutes + download, billing.minimumMinutes);
+}
+
+/**
+ * USD a lease can cost at most at this price: price × (START_TIMEOUT_MIN + download + max_minutes) where
  * the provider bills while the machine boots, price × max(max_minutes, minimum) where it bills
  * from running; `max_cost` when that is smaller.
  */
@@ -118,6 +125,7 @@ export function reservationUsd(
     startsAt: lease.billing_starts_at ?? "accepted",
     minimumMinutes: lease.spec.min_billed_minutes ?? 0,
     startTimeoutMin,
+    downloadMin: (lease.spec.download_s ?? 0) / 60,
   });
 }
 
