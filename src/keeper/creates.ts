@@ -7,7 +7,7 @@
  */
 import { type CreateRecord, isStray, type StrayPatch } from "../leases/creates";
 import type { LeaseRow, NewEvent } from "../leases/ledger";
-import { machineCost, toUsd } from "../leases/pricing";
+import { billedCost, machineCost, toUsd } from "../leases/pricing";
 import { iso, ms } from "../lib/time";
 import type { Currency, MachineStatus, ProviderName } from "../providers/types";
 import { CONFIRM_GONE_MS, type KeeperSettings, reterminateAfterMs } from "./decide";
@@ -80,16 +80,21 @@ export function decideStray(
   const goneReads = gone ? create.gone_reads + 1 : read ? 0 : create.gone_reads;
   if (goneReads !== create.gone_reads) patch.gone_reads = goneReads;
   const verified = gone && goneReads >= 2;
-  const cost = machineCost(
-    {
-      price_per_hour: patch.price_per_hour ?? create.price_per_hour,
-      billed_from: create.billed_from ?? create.sent_at,
-      min_billed_minutes: create.offer.min_billed_minutes,
-    },
-    now,
-  );
-  // Billed until the first read that says gone (the machine was gone by then at the latest).
-  if (cost > create.cost && (!gone || create.gone_reads === 0)) patch.cost = cost;
+  // Billed until the first read that says gone (the machine was gone by then at the latest);
+  // what the provider reports it billed for the machine, and its traffic, on every read.
+  const timed =
+    !gone || create.gone_reads === 0
+      ? machineCost(
+          {
+            price_per_hour: patch.price_per_hour ?? create.price_per_hour,
+            billed_from: create.billed_from ?? create.sent_at,
+            min_billed_minutes: create.offer.min_billed_minutes,
+          },
+          now,
+        )
+      : 0;
+  const cost = read?.ok ? billedCost(timed, read.status.cost, read.status.traffic_cost) : timed;
+  if (cost > create.cost) patch.cost = cost;
   if (verified) {
     patch.gone_at = iso(now);
     events.push({ kind: "machine_gone", detail: `${what} (not the lease's machine) is verified gone` });

@@ -129,6 +129,22 @@ export function reservationUsd(
   });
 }
 
+/** The largest amount a provider's per-machine figure is believed at: anything else is dropped. */
+const MAX_REPORTED_AMOUNT = 1_000_000;
+
+/** A provider's reported amount when it is a plausible one (finite, not negative, bounded), else 0. */
+const plausible = (amount: number | null | undefined): number =>
+  typeof amount === "number" && Number.isFinite(amount) && amount >= 0 && amount < MAX_REPORTED_AMOUNT ? amount : 0;
+
+/**
+ * What one machine is billed on the ledger: the larger of its own time × price and what the
+ * provider reports it billed for that machine (VRAMfarm's `cost_eur`), plus its traffic
+ * (`traffic_eur`), all in the provider's currency.
+ */
+export function billedCost(timeCost: number, reportedCost: number | null, trafficCost: number | null): number {
+  return roundMoney(Math.max(plausible(timeCost), plausible(reportedCost)) + plausible(trafficCost));
+}
+
 /** What a machine that is not its lease's current one has cost: price × its billed time. */
 export function machineCost(
   machine: { price_per_hour: number | null; billed_from: string | null; min_billed_minutes: number },
