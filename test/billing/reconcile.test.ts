@@ -5,8 +5,7 @@ import { RunpodFake } from "../fakes/runpod";
 import { VastFake } from "../fakes/vast";
 import { api } from "../helpers";
 import { Faulty } from "../robustness/faulty";
-import { alarmAt, clock, driveUntil, fireCron, getLease, useFakeClock } from "../schedules/support";
-import { fireNext } from "../support/keeper";
+import { clock, driveUntil, fireCron, getLease, useFakeClock } from "../schedules/support";
 
 // Billing reconciliation: the reaper run reads RunPod's own bill per pod (REST /v2/billing/pods),
 // stores it per lease and UTC day, shows `billed` on the lease and `billing` in GET /v1/account,
