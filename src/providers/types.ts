@@ -144,6 +144,12 @@ export interface LookupHint {
   knownRefs: string[];
   /** other leases' creates still unresolved with the same fingerprint: a match could be theirs */
   competing: number;
+  /**
+   * Past the create's timeout: servers that cannot be told apart are shared out by age instead of
+   * refused (they belong to some create of this deployment): the `older`-th oldest match is this
+   * create's, null when older creates take every match.
+   */
+  settle?: { older: number };
 }
 
 /** What a provider says it billed for one machine over one UTC day, in its currency. */

@@ -290,6 +290,27 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
           createdAt >= since
         );
       });
+      if (live.unseen) {
+        // A server in the state not listed may be this create's (or an older create's).
+        if (candidates.length !== 1 || hint.competing > 0)
+          throw http.error("api", `${live.unseen}; no match among the rest proves nothing`);
+      }
+      if (hint.settle && (candidates.length > 1 || hint.competing > 0)) {
+        // Oldest server to the oldest create: every one is torn down and billed to some lease.
+        const byAge = [...candidates].sort(
+          (a, b) => Date.parse(a.created_at ?? "") - Date.parse(b.created_at ?? "") || Number(a.id) - Number(b.id),
+        );
+        const mine = byAge[hint.settle.older];
+        return mine
+          ? {
+              ref: String(mine.id),
+              label: null,
+              state: instanceState(mine).state,
+              created_at: mine.created_at ?? null,
+              price_per_hour: mine.price ?? null,
+            }
+          : null;
+      }
       if (candidates.length > 1) {
         throw http.error(
           "api",
@@ -304,8 +325,6 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
         );
       }
       const found = candidates[0];
-      // Nothing among the states listed: the server may be in the state that was not.
-      if (!found && live.unseen) throw http.error("api", `${live.unseen}; no match among the rest proves nothing`);
       return found
         ? {
             ref: String(found.id),

@@ -222,3 +222,33 @@ describe("a lost create is looked up at once and on every alarm", () => {
     expect((await events(leaseId)).some((e) => e.kind === "machine_found")).toBe(false);
   });
 });
+
+describe("VRAMfarm creates that cannot be told apart", () => {
+  it("two leases losing creates with the same card, count and image: both servers torn down and billed, each lease told", async () => {
+    const fingerprint = oneOffer("vramfarm");
+    // Both creates' answers are lost, and the listings the rent path tries fail: both stay unresolved.
+    w.faulty.vramfarm.inject("listing", { kind: "http", status: 500 }, { times: 20 });
+    w.faulty.vramfarm.inject("rent", { kind: "http", status: 502 }, { afterEffect: true, times: 2 });
+    const t0 = clock.now;
+    const x = await rentAny({ ...fingerprint, name: "X" });
+    clock.advance(5_000);
+    const y = await rentAny({ ...fingerprint, name: "Y" });
+    expect(x.leaseId).not.toBe(y.leaseId);
+    expect(w.vramfarm.model.machines.size).toBe(2);
+
+    await runKeepers(t0 + 30 * MIN);
+    // Failed on the old code: X saw two matching servers, Y was refused for X's competing create.
+    expect(alive()).toEqual([]);
+    const told: string[] = [];
+    for (const id of [x.leaseId, y.leaseId]) {
+      const lease = await readLease(id);
+      expect(lease.status).toBe("stopped");
+      expect(lease.cost).toBeGreaterThan(0);
+      expect((await listCreates(env.DB, id)).map((c) => c.resolution)).toEqual(["machine"]);
+      for (const e of await events(id))
+        if (e.kind === "machine_found" && /could not be told apart/.test(e.detail ?? "")) told.push(id);
+    }
+    // The older create's lease takes the older server and is told why; the other's is then its own.
+    expect(told).toEqual([x.leaseId]);
+  });
+});
