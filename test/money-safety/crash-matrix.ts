@@ -79,26 +79,6 @@ async function stopNewest(): Promise<void> {
 /** The labels of the awaits of an uninterrupted rental, per provider. */
 const points = new Map<Name, string[]>();
 const results = new Map<string, Cell>();
-/** Per provider: seconds from each crash to the last machine the rental made verified gone (cells that made one). */
-const goneAfter = new Map<Name, number[]>();
-
-/**
- * When the ledger last verified gone a machine the crash left behind: a lease's own machine
- * when the crash ended the lease (not its time cap running out), or a create's other machine.
- */
-async function lastVerifiedGone(): Promise<number | null> {
-  const row = await env.DB.prepare(
-    `SELECT MAX(t) AS t FROM (SELECT teardown_verified_at AS t FROM leases WHERE COALESCE(stop_reason, '') != 'max_minutes'
-       UNION ALL SELECT gone_at AS t FROM lease_creates WHERE provider_ref IS NOT NULL)`,
-  ).first<{ t: string | null }>();
-  return row?.t ? Date.parse(row.t) : null;
-}
-
-const madeMachines = async (): Promise<number> => {
-  let made = 0;
-  for (const fake of Object.values(fakes ?? {})) made += fake.model.machines.size;
-  return made;
-};
 
 /** A clean world for one rental: new fakes, an empty sim, no leases. */
 async function freshWorld(): Promise<void> {
@@ -127,7 +107,6 @@ async function runCell(provider: Name, at: number, mode: CrashMode): Promise<Cel
     current = null;
   }
   if (at > 0 && !sw.reached) problems.push(`crash point ${at} never reached (${sw.seen.length} awaits)`);
-  const crashedAt = clock.now;
   // Before the reaper's safety net runs: a lease the keeper called stopped must be gone for real.
   const early = new Set<string>();
   await driveToEnd(clock, async () => {
@@ -144,9 +123,6 @@ async function runCell(provider: Name, at: number, mode: CrashMode): Promise<Cel
     }
   });
   for (const e of early) problems.push(e);
-  const gone = await lastVerifiedGone();
-  if (provider !== "sim" && gone !== null && (await madeMachines()) > 0)
-    goneAfter.set(provider, [...(goneAfter.get(provider) ?? []), (gone - crashedAt) / 1000]);
   clock.advance(10 * 60_000);
   const alive = await aliveMachines();
   for (const m of alive) problems.push(`machine alive: ${m}`);
@@ -226,12 +202,8 @@ export function crashMatrix(provider: Name): void {
       return results.get(`${column.provider}|${at}|${column.call}`) ?? { state: "n/a", note: "" };
     });
     const legend = [`- ${provider}: ${(points.get(provider) ?? []).map((l, i) => `${i + 1} ${l}`).join(", ")}`];
-    const seconds = [...(goneAfter.get(provider) ?? [])].sort((a, b) => a - b);
-    const figure = seconds.length
-      ? `${provider}: crash → the rental's last machine verified gone, over ${seconds.length} cells that made one: median ${seconds[Math.floor(seconds.length / 2)]} s, max ${seconds[seconds.length - 1]} s`
-      : `${provider}: no cell made a machine at a provider fake`;
     console.log(
-      `\nCrash points (await × provider/mode): held / NOT HELD / n/a\n${table}\n\nAwaits:\n${legend.join("\n")}\n\n${figure}`,
+      `\nCrash points (await × provider/mode): held / NOT HELD / n/a\n${table}\n\nAwaits:\n${legend.join("\n")}`,
     );
   });
 
