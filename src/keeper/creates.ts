@@ -82,8 +82,12 @@ export function decideStray(
   const verified = gone && goneReads >= 2;
   // Billed until the first read that says gone (the machine was gone by then at the latest);
   // what the provider reports it billed for the machine, and its traffic, on every read.
+  // Where billing starts only once the machine runs (VRAMfarm), a stray is billed only from a
+  // read: the provider's own figure when it reports one (gpulease never saw when it started).
+  const fromRunning = create.offer.billing_starts_at === "running";
+  const reportsOwn = fromRunning && read?.ok === true && read.status.cost !== null;
   const timed =
-    !gone || create.gone_reads === 0
+    !(fromRunning && !read?.ok) && !reportsOwn && (!gone || create.gone_reads === 0)
       ? machineCost(
           {
             price_per_hour: patch.price_per_hour ?? create.price_per_hour,
