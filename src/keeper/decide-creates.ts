@@ -1,12 +1,13 @@
 /**
  * The keeper's decisions about a lease's create records, with no I/O: which unresolved creates
- * to look up (only after their timeout: the create may still land), and how to tear down every
+ * to look up (every one, on every alarm: a machine found is claimed at once; only "no machine"
+ * waits for the create's timeout, as the create may still land), and how to tear down every
  * machine a create made that is not the lease's current one (terminate, then two "gone" reads
  * in a row, like the lease's own teardown), with its billed time.
  */
 import { type CreateRecord, isStray, type StrayPatch } from "../leases/create-records";
 import type { LeaseRow, NewEvent } from "../leases/ledger";
-import { machineCost, toUsd } from "../leases/pricing";
+import { billedCost, machineCost, toUsd } from "../leases/pricing";
 import { iso, ms } from "../lib/time";
 import type { Currency, MachineStatus, ProviderName } from "../providers/types";
 import { CONFIRM_GONE_MS, type KeeperSettings, reterminateAfterMs } from "./decide";
@@ -17,18 +18,18 @@ type Lease = Pick<LeaseRow, "provider" | "provider_ref" | "currency">;
 export const LOOKUP_RETRY_MS = 15_000;
 
 /**
- * The unresolved creates whose lookup is due, oldest first; `labelled` providers answer one
- * lookup for all of a lease's creates there, so only the first due create of each is kept.
+ * The unresolved creates to look up now, oldest first: every one, whether or not its timeout
+ * has passed (a machine found is claimed at once; the keeper concludes "no machine" only after
+ * the timeout). `labelled` providers answer one lookup for all of a lease's creates there, so
+ * only the first create of each is kept.
  */
 export function lookupsDue(
   creates: readonly CreateRecord[],
-  now: number,
-  s: Pick<KeeperSettings, "rentWindowMs">,
   labelled: (provider: ProviderName) => boolean,
 ): CreateRecord[] {
-  const due = creates.filter((c) => c.resolution === "unresolved" && now >= ms(c.sent_at) + s.rentWindowMs);
+  const open = creates.filter((c) => c.resolution === "unresolved");
   const seen = new Set<ProviderName>();
-  return due.filter((c) => {
+  return open.filter((c) => {
     if (!labelled(c.provider)) return true;
     if (seen.has(c.provider)) return false;
     seen.add(c.provider);
@@ -79,18 +80,26 @@ export function decideStray(
   const goneReads = gone ? create.gone_reads + 1 : read ? 0 : create.gone_reads;
   if (goneReads !== create.gone_reads) patch.gone_reads = goneReads;
   const verified = gone && goneReads >= 2;
-  const cost = machineCost(
-    {
-      price_per_hour: patch.price_per_hour ?? create.price_per_hour,
-      billed_from: create.billed_from ?? create.sent_at,
-      min_billed_minutes: create.offer.min_billed_minutes,
-    },
-    now,
-  );
-  // Billed until the first read that says gone (the machine was gone by then at the latest).
-  // Without a read this step, a stray already read gone once stays billed to that read.
-  const billing = read ? !gone || create.gone_reads === 0 : create.gone_reads === 0;
-  if (cost > create.cost && billing) patch.cost = cost;
+  // Billed until the first read that says gone (the machine was gone by then at the latest;
+  // without a read this step, a stray already read gone once stays billed to that read);
+  // what the provider reports it billed for the machine, and its traffic, on every read.
+  // Where billing starts only once the machine runs (VRAMfarm), a stray is billed only from a
+  // read: the provider's own figure when it reports one (gpulease never saw when it started).
+  const fromRunning = create.offer.billing_starts_at === "running";
+  const reportsOwn = fromRunning && read?.ok === true && read.status.cost !== null;
+  const timed =
+    !(fromRunning && !read?.ok) && !reportsOwn && (read ? !gone || create.gone_reads === 0 : create.gone_reads === 0)
+      ? machineCost(
+          {
+            price_per_hour: patch.price_per_hour ?? create.price_per_hour,
+            billed_from: create.billed_from ?? create.sent_at,
+            min_billed_minutes: create.offer.min_billed_minutes,
+          },
+          now,
+        )
+      : 0;
+  const cost = read?.ok ? billedCost(timed, read.status.cost, read.status.traffic_cost) : timed;
+  if (cost > create.cost) patch.cost = cost;
   if (verified) {
     patch.gone_at = iso(now);
     events.push({ kind: "machine_gone", detail: `${what} (not the lease's machine) is verified gone` });
@@ -98,17 +107,26 @@ export function decideStray(
   return { patch, events };
 }
 
-/** When the create work next needs the keeper: the next lookup's due time, or soon for an open stray. */
+/**
+ * When the create work next needs the keeper: an unresolved create is looked up again within
+ * one poll interval until its timeout (its machine is claimed as soon as a listing shows it), at
+ * the timeout (when "no machine" may be concluded), then at the gentler lookup pace; an open
+ * stray soon.
+ */
 export function nextCreateWorkAt(
   lease: Lease,
   creates: readonly CreateRecord[],
   now: number,
   s: KeeperSettings,
 ): number | null {
-  // A due create whose lookup failed is looked up again at a gentler pace than a teardown's.
   const times = creates
     .filter((c) => c.resolution === "unresolved")
-    .map((c) => Math.max(ms(c.sent_at) + s.rentWindowMs, now + Math.max(s.verifyIntervalMs, LOOKUP_RETRY_MS)));
+    .map((c) => {
+      const dueAt = ms(c.sent_at) + s.rentWindowMs;
+      return now < dueAt
+        ? Math.min(dueAt, now + s.pollIntervalMs)
+        : now + Math.max(s.verifyIntervalMs, LOOKUP_RETRY_MS);
+    });
   for (const stray of openStrays(lease, creates))
     times.push(now + (stray.gone_reads > 0 ? CONFIRM_GONE_MS : s.verifyIntervalMs));
   return times.length ? Math.min(...times) : null;

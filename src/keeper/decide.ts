@@ -5,7 +5,7 @@
 
 import type { Config } from "../config";
 import type { LeasePatch, LeaseRow, NewEvent } from "../leases/ledger";
-import { costCapAt, reservationUsd, roundMoney, timeCapAt, timeCost, toUsd } from "../leases/pricing";
+import { billedCost, costCapAt, reservationUsd, roundMoney, timeCapAt, timeCost, toUsd } from "../leases/pricing";
 import type { StopReason } from "../leases/schema";
 import { iso, ms } from "../lib/time";
 import { loadedAtWithin } from "../providers/ollama-answer";
@@ -132,8 +132,7 @@ export function stoppingPatch(lease: LeaseRow, loop: LoopState, cause: StopCause
 
 /** The lease's cost so far in its currency: never less than what was already recorded. */
 export function currentCost(lease: LeaseRow, loop: LoopState, now: number, reportedCost: number | null = null): number {
-  const computed = timeCost(lease, now) + loop.trafficCost;
-  return roundMoney(Math.max(lease.cost, computed, reportedCost ?? 0));
+  return roundMoney(Math.max(lease.cost, billedCost(timeCost(lease, now), reportedCost, loop.trafficCost)));
 }
 
 /**
@@ -534,6 +533,9 @@ export function decideTeardown(
   }
   const gone = result.status?.ok === true && result.status.status.state === "gone";
   nextLoop.goneReads = gone ? (loop.goneReads ?? 0) + 1 : result.status ? 0 : (loop.goneReads ?? 0);
+  // What the provider reports it billed for the machine (and its traffic), on every read, gone too.
+  const reported = result.status?.ok ? result.status.status.cost : null;
+  if (result.status?.ok) nextLoop.trafficCost = Math.max(loop.trafficCost, result.status.status.traffic_cost ?? 0);
   // Two "gone" reads in a row: a status that flaps to gone while an ignored terminate leaves the
   // machine running must not end the teardown.
   if (result.status?.ok && !gone) {
@@ -541,15 +543,20 @@ export function decideTeardown(
     // down), at the provider's own price when the read reports one.
     const price = reportedPrice(lease, result.status.status);
     if (price !== null) patch.price_per_hour = price;
-    const cost = currentCost({ ...lease, price_per_hour: price ?? lease.price_per_hour }, nextLoop, now);
+    const cost = currentCost({ ...lease, price_per_hour: price ?? lease.price_per_hour }, nextLoop, now, reported);
     if (cost !== lease.cost) patch.cost = cost;
     nextLoop.machineGoneAt = null;
   }
   if (gone && nextLoop.goneReads >= 2 && (loop.machineGoneAt ?? null) === null) {
     // Verified gone now: billing ran until this moment.
-    const cost = currentCost({ ...lease, price_per_hour: patch.price_per_hour ?? lease.price_per_hour }, nextLoop, now);
+    const priced = { ...lease, price_per_hour: patch.price_per_hour ?? lease.price_per_hour };
+    const cost = currentCost(priced, nextLoop, now, reported);
     if (cost !== lease.cost) patch.cost = cost;
     nextLoop.machineGoneAt = now;
+  }
+  if (result.status?.ok && (reported !== null || result.status.status.traffic_cost !== null)) {
+    const floor = billedCost(0, reported, nextLoop.trafficCost);
+    if (floor > (patch.cost ?? lease.cost)) patch.cost = floor;
   }
   if (gone && nextLoop.goneReads >= 2 && open === 0) {
     return stoppedDecision(

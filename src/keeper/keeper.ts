@@ -550,7 +550,7 @@ export class LeaseKeeper extends DurableObject<Env> {
     let changed = false;
     const events: NewEvent[] = [];
     const labelled = (name: ProviderName) => services.providers.get(name)?.labelled ?? true;
-    for (const create of lookupsDue(creates, now, s, labelled)) {
+    for (const create of lookupsDue(creates, labelled)) {
       if (calls === 0) break;
       const provider = services.providers.get(create.provider);
       if (!provider) {
@@ -577,7 +577,9 @@ export class LeaseKeeper extends DurableObject<Env> {
     now: number,
     events: NewEvent[],
   ): Promise<boolean> {
-    const lookup = await lookupMachines(services, provider, lease, create);
+    // Past the create's timeout, servers that cannot be told apart are shared out by age.
+    const settle = now >= ms(create.sent_at) + s.rentWindowMs;
+    const lookup = await lookupMachines(services, provider, lease, create, { settle });
     if (!lookup.ok) {
       const detail = `lookup failed: ${lookup.error}`;
       if (create.detail !== detail) {
@@ -603,7 +605,8 @@ export class LeaseKeeper extends DurableObject<Env> {
       );
       if (claim.kind === "claimed") {
         changed = true;
-        events.push({ kind: "machine_found", detail: `found ${machine.ref} at ${provider.name}` });
+        const note = lookup.note ? `: ${lookup.note}` : "";
+        events.push({ kind: "machine_found", detail: `found ${machine.ref} at ${provider.name}${note}` });
       }
     }
     // The lookup saw everything there: the due creates it left unclaimed made no machine.

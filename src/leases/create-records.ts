@@ -320,19 +320,22 @@ export async function knownRefs(db: D1Database, provider: ProviderName, since: s
 
 /**
  * Other leases' creates still unresolved at this provider, for the same offer and image, sent
- * after `since`: any machine that fits this create's fingerprint could be theirs.
+ * after `since`: any machine that fits this create's fingerprint could be theirs. `older`: how
+ * many of them were sent before this create (the order servers are shared out in).
  */
 export async function competingCreates(
   db: D1Database,
-  create: Pick<CreateRecord, "lease_id" | "provider" | "offer_id" | "offer">,
+  create: Pick<CreateRecord, "lease_id" | "provider" | "offer_id" | "offer" | "sent_at">,
   since: string,
-): Promise<number> {
+): Promise<{ count: number; older: number }> {
   const row = await db
     .prepare(
-      `SELECT COUNT(*) AS n FROM lease_creates WHERE provider = ? AND offer_id = ? AND lease_id != ?
-         AND resolution = 'unresolved' AND sent_at >= ? AND COALESCE(json_extract(offer, '$.image'), '') = ?`,
+      `SELECT COUNT(*) AS n,
+              COALESCE(SUM(CASE WHEN sent_at < ?6 OR (sent_at = ?6 AND lease_id < ?3) THEN 1 ELSE 0 END), 0) AS older
+         FROM lease_creates WHERE provider = ?1 AND offer_id = ?2 AND lease_id != ?3
+         AND resolution = 'unresolved' AND sent_at >= ?4 AND COALESCE(json_extract(offer, '$.image'), '') = ?5`,
     )
-    .bind(create.provider, create.offer_id, create.lease_id, since, create.offer.image ?? "")
-    .first<{ n: number }>();
-  return row?.n ?? 0;
+    .bind(create.provider, create.offer_id, create.lease_id, since, create.offer.image ?? "", create.sent_at)
+    .first<{ n: number; older: number }>();
+  return { count: row?.n ?? 0, older: row?.older ?? 0 };
 }

@@ -81,17 +81,24 @@ export interface WorstCaseBilling {
   startsAt: Provider["billingStartsAt"];
   minimumMinutes: number;
   startTimeoutMin: number;
-}
-
-/** The minutes the worst case bills: boot time included where billing starts at the accepted rental. */
-export function worstCaseMinutes(billing: WorstCaseBilling, maxMinutes: number): number {
-  return billing.startsAt === "accepted"
-    ? billing.startTimeoutMin + maxMinutes
-    : Math.max(maxMinutes, billing.minimumMinutes);
+  /** a model lease: the weights' estimated load time at this offer, which its start deadline adds */
+  downloadMin?: number;
 }
 
 /**
- * USD a lease can cost at most at this price: price × (START_TIMEOUT_MIN + max_minutes) where
+ * The minutes the worst case bills: boot time (and a model lease's download allowance, by which
+ * its start deadline grows) included where billing starts at the accepted rental; the download
+ * on top of max_minutes where billing starts once the machine runs (the pull runs on it).
+ */
+export function worstCaseMinutes(billing: WorstCaseBilling, maxMinutes: number): number {
+  const download = billing.downloadMin ?? 0;
+  return billing.startsAt === "accepted"
+    ? billing.startTimeoutMin + download + maxMinutes
+    : Math.max(maxMinutes + download, billing.minimumMinutes);
+}
+
+/**
+ * USD a lease can cost at most at this price: price × (START_TIMEOUT_MIN + download + max_minutes) where
  * the provider bills while the machine boots, price × max(max_minutes, minimum) where it bills
  * from running; `max_cost` when that is smaller.
  */
@@ -118,7 +125,24 @@ export function reservationUsd(
     startsAt: lease.billing_starts_at ?? "accepted",
     minimumMinutes: lease.spec.min_billed_minutes ?? 0,
     startTimeoutMin,
+    downloadMin: (lease.spec.download_s ?? 0) / 60,
   });
+}
+
+/** The largest amount a provider's per-machine figure is believed at: anything else is dropped. */
+const MAX_REPORTED_AMOUNT = 1_000_000;
+
+/** A provider's reported amount when it is a plausible one (finite, not negative, bounded), else 0. */
+const plausible = (amount: number | null | undefined): number =>
+  typeof amount === "number" && Number.isFinite(amount) && amount >= 0 && amount < MAX_REPORTED_AMOUNT ? amount : 0;
+
+/**
+ * What one machine is billed on the ledger: the larger of its own time × price and what the
+ * provider reports it billed for that machine (VRAMfarm's `cost_eur`), plus its traffic
+ * (`traffic_eur`), all in the provider's currency.
+ */
+export function billedCost(timeCost: number, reportedCost: number | null, trafficCost: number | null): number {
+  return roundMoney(Math.max(plausible(timeCost), plausible(reportedCost)) + plausible(trafficCost));
 }
 
 /** What a machine that is not its lease's current one has cost: price × its billed time. */

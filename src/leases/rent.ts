@@ -83,7 +83,7 @@ export async function createLease(services: Services, input: LeaseInput, options
   const budget = { daily: services.config.budgetDailyUsd, monthly: services.config.budgetMonthlyUsd };
   const plan = planRental({
     candidates: allowed,
-    billing: (offer) => billingFor(services, offer),
+    billing: (offer) => billingFor(services, offer, sizing ? offer.load_time_s : 0),
     caps: input,
     spend:
       budget.daily === null && budget.monthly === null
@@ -280,6 +280,7 @@ async function listedCandidates(services: Services, input: LeaseInput): Promise<
 export function billingFor(
   services: Services,
   offer: Pick<RankedOffer, "provider" | "min_billed_minutes">,
+  downloadS = 0,
 ): WorstCaseBilling {
   const provider = services.providers.get(offer.provider);
   return {
@@ -287,6 +288,7 @@ export function billingFor(
     startsAt: provider?.billingStartsAt ?? "accepted",
     minimumMinutes: Math.max(provider?.minimumBilledMinutes ?? 0, offer.min_billed_minutes),
     startTimeoutMin: services.config.startTimeoutMin,
+    downloadMin: downloadS / 60,
   };
 }
 

@@ -137,6 +137,12 @@ export type OllamaProbe =
 export interface OwnListing {
   machines: OwnMachine[];
   next: string | null;
+  /**
+   * Why this listing is not a view of every state a machine can bill in (VRAMfarm refused its
+   * `provisioning` filter); absent when every state was listed. Like a listing cut short, a partial
+   * one proves only what it shows: never that a machine is missing.
+   */
+  partial?: string;
 }
 
 /** What a create looked like, for providers that cannot look a machine up by its label. */
@@ -149,6 +155,12 @@ export interface LookupHint {
   knownRefs: string[];
   /** other leases' creates still unresolved with the same fingerprint: a match could be theirs */
   competing: number;
+  /**
+   * Past the create's timeout: servers that cannot be told apart are shared out by age instead of
+   * refused (they belong to some create of this deployment): the `older`-th oldest match is this
+   * create's, null when older creates take every match.
+   */
+  settle?: { older: number };
 }
 
 /** What a provider says it billed for one machine over one UTC day, in its currency. */
@@ -191,15 +203,17 @@ export interface Provider {
   /** Idempotent: "already gone" resolves. Resolving proves nothing: only status() proves absence. */
   terminate(ref: string): Promise<void>;
   /**
-   * The machine carrying exactly this label, or null; throws when the listing failed. A provider
-   * without labels (VRAMfarm) needs the hint to recognise the machine and throws without it.
+   * The machine carrying exactly this label, or null; throws when the listing failed or did not
+   * see everything (a page not read, a state the provider refused to list): null is answered only
+   * from a complete view. A provider without labels (VRAMfarm) needs the hint to recognise the
+   * machine and throws without it.
    */
   findByLabel(label: string, hint?: LookupHint): Promise<OwnMachine | null>;
   /**
    * Own machines: those whose label starts with `prefix`; for a provider without labels, the
    * ones among `knownRefs`. Paged up to the adapter's bound on pages per call, from the first
    * page or from `from` (an earlier listing's `next`); `next` is null once the last page was
-   * read. Throws when any page fails or does not parse, and CursorRefusedError when the provider
+   * read; `partial` says when a state could not be listed. Throws when any page fails or does not parse, and CursorRefusedError when the provider
    * no longer accepts `from`.
    */
   listOwn(prefix: string, knownRefs: string[], from?: string | null): Promise<OwnListing>;

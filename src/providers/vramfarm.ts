@@ -89,14 +89,21 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
 
   /**
    * Every server that is or may become billed. The article documents only `status=running`;
-   * `provisioning` is asked too (those servers will bill once up) and skipped if refused.
+   * `provisioning` is asked too (those servers will bill once up). When that filter is refused,
+   * `unseen` says so: the servers listed are then not every server that may bill.
    */
-  const listLive = async (): Promise<VramfarmInstance[]> => {
+  const listLive = async (): Promise<{ instances: VramfarmInstance[]; unseen: string | null }> => {
     const byId = new Map<string, VramfarmInstance>();
+    const refused: string[] = [];
     for (const status of LIVE_STATUSES) {
-      for (const instance of (await listStatus(status)) ?? []) byId.set(String(instance.id), instance);
+      const listed = await listStatus(status);
+      if (listed === null) refused.push(status);
+      for (const instance of listed ?? []) byId.set(String(instance.id), instance);
     }
-    return [...byId.values()];
+    const unseen = refused.length
+      ? `VRAMfarm refused to list ${refused.join(", ")} servers: those were not seen`
+      : null;
+    return { instances: [...byId.values()], unseen };
   };
 
   /**
@@ -110,7 +117,7 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
     since: number,
   ): Promise<string | null> => {
     try {
-      const candidates = (await listLive()).filter((instance) => {
+      const candidates = (await listLive()).instances.filter((instance) => {
         const createdAt = instance.created_at ? Date.parse(instance.created_at) : Number.NaN;
         return (
           !before.has(String(instance.id)) &&
@@ -182,7 +189,7 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
       // Snapshot of live servers, so a lost create answer can still be matched to its server.
       let before: Set<string> | null = null;
       try {
-        before = new Set((await listLive()).map((instance) => String(instance.id)));
+        before = new Set((await listLive()).instances.map((instance) => String(instance.id)));
       } catch {
         before = null;
       }
@@ -272,7 +279,8 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
       const offer = parseOfferId(hint.offerId ?? "");
       const known = new Set(hint.knownRefs);
       const since = Date.parse(hint.createdAfter) - CREATE_CLOCK_SKEW_MS;
-      const candidates = (await listLive()).filter((instance) => {
+      const live = await listLive();
+      const candidates = live.instances.filter((instance) => {
         const createdAt = instance.created_at ? Date.parse(instance.created_at) : Number.NaN;
         return (
           !known.has(String(instance.id)) &&
@@ -282,6 +290,27 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
           createdAt >= since
         );
       });
+      if (live.unseen) {
+        // A server in the state not listed may be this create's (or an older create's).
+        if (candidates.length !== 1 || hint.competing > 0)
+          throw http.error("api", `${live.unseen}; no match among the rest proves nothing`);
+      }
+      if (hint.settle && (candidates.length > 1 || hint.competing > 0)) {
+        // Oldest server to the oldest create: every one is torn down and billed to some lease.
+        const byAge = [...candidates].sort(
+          (a, b) => Date.parse(a.created_at ?? "") - Date.parse(b.created_at ?? "") || Number(a.id) - Number(b.id),
+        );
+        const mine = byAge[hint.settle.older];
+        return mine
+          ? {
+              ref: String(mine.id),
+              label: null,
+              state: instanceState(mine).state,
+              created_at: mine.created_at ?? null,
+              price_per_hour: mine.price ?? null,
+            }
+          : null;
+      }
       if (candidates.length > 1) {
         throw http.error(
           "api",
@@ -311,7 +340,8 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
     async listOwn(_prefix: string, knownRefs: string[]): Promise<OwnListing> {
       const known = new Set(knownRefs);
       if (known.size === 0) return { machines: [], next: null };
-      const machines = (await listLive())
+      const live = await listLive();
+      const machines = live.instances
         .filter((instance) => known.has(String(instance.id)))
         .map((instance) => ({
           ref: String(instance.id),
@@ -320,7 +350,7 @@ export function createVramfarmProvider(options: VramfarmOptions): Provider {
           created_at: instance.created_at ?? null,
           price_per_hour: instance.price ?? null,
         }));
-      return { machines, next: null };
+      return live.unseen ? { machines, next: null, partial: live.unseen } : { machines, next: null };
     },
 
     async balance(): Promise<Balance> {

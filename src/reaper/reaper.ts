@@ -197,13 +197,22 @@ export async function perform(
     const results = await db.batch(statements);
     for (const [i, a] of writes.entries()) written.set(a, (results[i]?.meta.changes ?? 0) > 0);
   }
+  const adoptedHere = new Set(writes.filter((a) => written.get(a)).map((a) => a.lease_id));
 
   return mapLimit(planned, KEEPER_CONCURRENCY, async (action): Promise<ReaperAction> => {
     try {
       switch (action.kind) {
         case "adopt":
-          if (!written.get(action))
+          if (!written.get(action)) {
+            // Another machine under the same label was adopted into this lease by this very run:
+            // this one is that lease's other machine, torn down and billed to it.
+            if (adoptedHere.has(action.lease_id)) {
+              const result = await handOver(services, action, now);
+              const detail = `labelled machine ${action.provider_ref} shares its label with a machine adopted in this run: handed to lease ${action.lease_id}'s keeper, torn down and billed to it`;
+              return toRecord(action, "done", result.claimed ? detail : `${detail} (${result.detail})`);
+            }
             return toRecord(action, "done", `${action.detail} (already handled by another run)`);
+          }
           await keepers.start(action.lease_id);
           return toRecord(action, "done", action.detail);
         case "reopen": {
@@ -215,16 +224,7 @@ export async function perform(
           return toRecord(action, "done", reopened ? action.detail : `${action.detail} (already handled)`);
         }
         case "claim": {
-          const machine = action.machine as OwnMachine;
-          const provider = action.provider as ProviderName;
-          const result = await keepers.claim(action.lease_id, {
-            provider,
-            ref: machine.ref,
-            price_per_hour: machine.price_per_hour,
-            billed_from: billedFromOf(machine, { sent_at: iso(now) }),
-            detail: "found by the reaper",
-            currency: services.providers.get(provider)?.currency ?? "USD",
-          });
+          const result = await handOver(services, action, now);
           return toRecord(action, "done", result.claimed ? action.detail : `${action.detail} (${result.detail})`);
         }
         case "reconcile":
@@ -246,6 +246,20 @@ export async function perform(
     } catch (error) {
       return toRecord(action, "failed", `${action.detail} — failed: ${safeMessage(services, error)}`);
     }
+  });
+}
+
+/** Hands a listed machine to a lease's keeper, which records it and tears it down as the lease's other machine. */
+function handOver(services: Services, action: PlannedAction, now: number) {
+  const machine = action.machine as OwnMachine;
+  const provider = action.provider as ProviderName;
+  return services.keepers.claim(action.lease_id, {
+    provider,
+    ref: machine.ref,
+    price_per_hour: machine.price_per_hour,
+    billed_from: billedFromOf(machine, { sent_at: iso(now) }),
+    detail: "found by the reaper",
+    currency: services.providers.get(provider)?.currency ?? "USD",
   });
 }
 

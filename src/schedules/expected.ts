@@ -40,7 +40,7 @@ export async function checkOffers(services: Services, input: LeaseInput): Promis
     kind: "offer",
     offer,
     expected: {
-      amount_usd: worstCaseUsd(offer, input, billingFor(services, offer)),
+      amount_usd: worstCaseUsd(offer, input, billingFor(services, offer, input.model ? offer.load_time_s : 0)),
       offer_id: offer.offer_id,
       provider: offer.provider,
       gpu: offer.gpu,

@@ -4,6 +4,7 @@ import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RunpodFake } from "../fakes/runpod";
 import { VastFake } from "../fakes/vast";
 import { api } from "../helpers";
+import { Faulty } from "../robustness/faulty";
 import { clock, driveUntil, fireCron, getLease, useFakeClock } from "../schedules/support";
 
 // Billing reconciliation: the reaper run reads RunPod's own bill per pod (REST /v2/billing/pods),
@@ -87,7 +88,60 @@ describe("billing reconciliation", () => {
     await fireCron(REAPER, clock.now);
     const drift = (await events(stopped.id)).filter((e) => e.kind === "billing_drift");
     expect(drift).toHaveLength(1);
-    expect(drift[0]!.detail).toMatch(/runpod billed .* USD, the ledger counted .* \((19|20)\.\d %\)/);
+    expect(drift[0]!.detail).toMatch(/runpod billed .* USD for its machine, the ledger counted .* \(\+(19|20)\.\d %\)/);
+  });
+
+  it("a 50 % over-billing is announced once the bill is final, though a partial bill was stored while the lease ran", async () => {
+    runpod.quirks.billingFactor = 1.5;
+    const res = await api("/v1/leases", {
+      method: "POST",
+      json: { provider: "runpod", gpu: "4090", max_minutes: 600 },
+    });
+    const lease = (await res.json()) as Lease;
+    await driveUntil(lease.id, "running");
+    clock.set(clock.now + HOUR);
+    // A reaper run while the lease runs stores its partial bill.
+    await fireCron(REAPER, clock.now);
+    expect((await getLease(lease.id)).billed).not.toBeNull();
+    clock.set(clock.now + 2 * HOUR);
+    expect((await api(`/v1/leases/${lease.id}/stop`, { method: "POST" })).status).toBe(200);
+    await driveUntil(lease.id, "stopped");
+    for (let i = 0; i < 3; i++) {
+      clock.set(clock.now + 2 * HOUR);
+      await fireCron(REAPER, clock.now);
+    }
+    const drift = (await events(lease.id)).filter((e) => e.kind === "billing_drift");
+    // Failed on the old code: the partial bill "had drifted already", so nothing was announced.
+    expect(drift).toHaveLength(1);
+    expect(drift[0]!.detail).toMatch(/runpod billed .* USD for its machine, the ledger counted .* \(\+(49|50)\.\d %\)/);
+  });
+
+  it("a lease with another machine (a stray) billed exactly: every machine's bill against every machine's cost, no drift", async () => {
+    fakes.restore();
+    const faulty = new Faulty("runpod", runpod);
+    fakes = installFakes(faulty, vast);
+    // The community create times out and its pod appears 30 s later; the secure offer rents.
+    faulty.inject("rent", { kind: "late", afterMs: 30_000 });
+    const res = await api("/v1/leases", {
+      method: "POST",
+      json: { provider: "runpod", gpu: "4090", template: "custom", image: "ghcr.io/you/batch:1", max_minutes: 600 },
+    });
+    expect(res.status).toBe(202);
+    const lease = (await res.json()) as Lease;
+    // The late pod is not seen for a while (listings fail), so it bills longer than the lease's own.
+    faulty.inject("listing", { kind: "http", status: 500 }, { times: 90 });
+    await driveUntil(lease.id, "running");
+    expect((await api(`/v1/leases/${lease.id}/stop`, { method: "POST" })).status).toBe(200);
+    const stopped = await driveUntil(lease.id, "stopped");
+    expect(stopped.creates.filter((c) => c.resolution === "machine")).toHaveLength(2);
+    for (let i = 0; i < 3; i++) {
+      clock.set(clock.now + 2 * HOUR);
+      await fireCron(REAPER, clock.now);
+    }
+    const billed = await getLease(lease.id);
+    // Failed on the old code: the lease's own pod's bill against a ledger figure with the stray in it.
+    expect((await events(lease.id)).filter((e) => e.kind === "billing_drift").map((e) => e.detail)).toEqual([]);
+    expect(Math.abs(billed.billed! - billed.cost) / billed.cost).toBeLessThan(0.05);
   });
 
   it("a billing read that fails leaves the reaper run and the account intact", async () => {
@@ -167,7 +221,7 @@ describe("Vast.ai billing reconciliation", () => {
     await fireCron(REAPER, clock.now);
     const drift = (await events(stopped.id)).filter((e) => e.kind === "billing_drift");
     expect(drift).toHaveLength(1);
-    expect(drift[0]!.detail).toMatch(/vast billed .* USD, the ledger counted .* \((19|20)\.\d %\)/);
+    expect(drift[0]!.detail).toMatch(/vast billed .* USD for its machine, the ledger counted .* \(\+(19|20)\.\d %\)/);
   });
 
   it("only this instance's charges count, across pages of other instances", async () => {

@@ -50,17 +50,15 @@ describe("lookupsDue", () => {
     noneCreate("no capacity", { seq: 7, provider: "vast", sent_at: iso(1) }),
   ];
 
-  it("looks up only unresolved creates, only once their rent window has passed", () => {
-    expect(lookupsDue(creates, at(119), settings, labelled)).toEqual([]);
-    // seq 1 (sent at 0) and seq 4 (sent at 5, due at exactly 125 s).
-    expect(seqs(lookupsDue(creates, at(125), settings, labelled))).toEqual([1, 4]);
+  it("looks up every unresolved create at once, before its timeout too (a machine found is claimed at once)", () => {
+    // Failed on the old code: nothing was looked up before sent_at + 2 min ([] at 119 s).
+    expect(seqs(lookupsDue(creates, labelled))).toEqual([1, 4, 5, 6]);
   });
 
   it("one lookup per labelled provider (the oldest create), every create at one without labels", () => {
-    expect(seqs(lookupsDue(creates, at(140), settings, labelled))).toEqual([1, 4, 5]);
-    expect(seqs(lookupsDue(creates, at(220), settings, labelled))).toEqual([1, 4, 5, 6]);
+    expect(seqs(lookupsDue(creates, labelled))).toEqual([1, 4, 5, 6]);
     // Were every provider unlabelled, each create would be looked up on its own.
-    expect(seqs(lookupsDue(creates, at(220), settings, () => false))).toEqual([1, 2, 4, 5, 6]);
+    expect(seqs(lookupsDue(creates, () => false))).toEqual([1, 2, 4, 5, 6]);
   });
 });
 
@@ -183,9 +181,10 @@ describe("decideStray", () => {
 });
 
 describe("nextCreateWorkAt", () => {
-  it("an unresolved create: when its lookup is due, then again at the lookup pace (never sooner)", () => {
+  it("an unresolved create: within a poll interval until its timeout, at the timeout, then at the lookup pace", () => {
     const creates = [machineCreate("m1"), createRecord({ seq: 2, sent_at: iso(0) })];
-    expect(nextCreateWorkAt(lease, creates, at(30), settings)).toBe(at(120));
+    expect(nextCreateWorkAt(lease, creates, at(30), settings)).toBe(at(30) + settings.pollIntervalMs);
+    expect(nextCreateWorkAt(lease, creates, at(115), settings)).toBe(at(120));
     expect(nextCreateWorkAt(lease, creates, at(200), settings)).toBe(at(200) + LOOKUP_RETRY_MS);
   });
 

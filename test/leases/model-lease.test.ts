@@ -403,6 +403,19 @@ describe("the start timeout grows with the weights", () => {
     expect(await simMachine(lease.provider_ref!)).toBeNull();
   });
 
+  it("the budget reservation (expected_cost) holds the download allowance too, at rent and once the price is known", async () => {
+    await cloud().configure({ downloadMbs: 5 });
+    const lease = await rentOk({ provider: "sim", model: "qwen2.5:32b", gpu: "4090", gpu_count: 1, max_minutes: 30 });
+    const loadS = await loadTimeS(lease.offer_id!, "qwen2.5:32b");
+    const minutes = config.startTimeoutMin + loadS / 60 + 30;
+    const reservation = (price: number) => Math.round(((price * minutes) / 60) * 1e6) / 1e6;
+    // Failed on the old code: START_TIMEOUT_MIN + max_minutes only (a 4,080 s pull left out).
+    expect(lease.expected_cost).toBeCloseTo(reservation(lease.price_per_hour!), 5);
+    await fireNext(lease.id);
+    const later = await ledgerLease(lease.id);
+    expect(later.expected_cost).toBeCloseTo(reservation(later.price_per_hour!), 5);
+  });
+
   it("a lease without a model still stops at START_TIMEOUT_MIN (the control)", async () => {
     await cloud().configure({ faults: { stuck_booting: true } });
     const lease = await rentOk({ provider: "sim", gpu: "4090", gpu_count: 1, max_minutes: 30 });

@@ -2,7 +2,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { ProviderError } from "../../src/providers/http";
 import { createRunpodProvider } from "../../src/providers/runpod";
-import { createRunpodRestProvider } from "../../src/providers/runpod-rest";
+import { createRunpodRestProvider, POD_PAGES_PER_CALL } from "../../src/providers/runpod-rest";
 import { createSimProvider } from "../../src/providers/sim";
 import { type LookupHint, type MachineSpec, type Provider, ProviderOfferSchema } from "../../src/providers/types";
 import { createVastProvider } from "../../src/providers/vast";
@@ -33,6 +33,11 @@ interface Subject {
   remove: (ref: string) => void;
   /** the next create is refused with the provider's own 429 (nothing created) */
   rateLimitCreate?: () => void;
+  /**
+   * From now on the provider's listing shows only part of what exists: a state it refuses to
+   * filter on (VRAMfarm's `provisioning`), more pages than one call reads (RunPod REST)
+   */
+  partialView?: () => void;
 }
 
 const subjects: Record<string, () => Promise<Subject>> = {
@@ -58,6 +63,10 @@ const subjects: Record<string, () => Promise<Subject>> = {
       failListing: () => fake.fault("gpuTypes", { kind: "status", status: 500 }, 10),
       remove: (ref) => fake.removePod(ref),
       rateLimitCreate: () => fake.fault("deploy", tooManyRequests(2)),
+      partialView: () => {
+        fake.quirks.podsPageSize = 1;
+        for (let i = 0; i <= POD_PAGES_PER_CALL; i++) fake.plantPod({ name: `someone-else-${i}` });
+      },
     };
   },
   "RunPod GraphQL": async () => {
@@ -105,6 +114,9 @@ const subjects: Record<string, () => Promise<Subject>> = {
       },
       remove: (ref) => fake.model.remove(ref),
       rateLimitCreate: () => fake.inject("create", { kind: "http", status: 429, retryAfter: "2" }),
+      partialView: () => {
+        fake.quirks.rejectProvisioningFilter = true;
+      },
     };
   },
   sim: async () => {
@@ -219,6 +231,17 @@ describe.each(Object.keys(subjects))("the Provider contract: %s", (subjectName) 
     const own = (await s.provider.listOwn("gl", result.ok ? [result.ref] : [])).machines;
     const labelled = own.filter((machine) => machine.label === "gl-limited");
     expect(labelled).toHaveLength(result.ok ? 1 : 0);
+  });
+
+  it("a lookup that could not see everything never answers 'no machine', and its listing says it is not whole", async () => {
+    if (!s.partialView) return;
+    const { ref, hint } = await rented("gl-seen");
+    s.partialView();
+    // A create sent just now, whose machine is nowhere in what can be seen.
+    const later = { ...hint, createdAfter: new Date(Date.now() + 60_000).toISOString(), knownRefs: [ref] };
+    await expect(s.provider.findByLabel("gl-missing", later)).rejects.toBeInstanceOf(ProviderError);
+    const listing = await s.provider.listOwn("gl", [ref]);
+    expect(listing.next !== null || typeof listing.partial === "string").toBe(true);
   });
 
   it("reads its balance in its own currency", async () => {

@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { newId } from "../../src/lib/ids";
 import { POD_PAGES_PER_CALL } from "../../src/providers/runpod-rest";
+import { LISTING_CALLS_PER_RUN } from "../../src/reaper/listings";
 import type { ReaperProvider, ReaperRun } from "../../src/reaper/runs";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import { RunpodFake } from "../fakes/runpod";
@@ -15,6 +16,8 @@ import { batchBody, rentOk } from "../support/lease";
 // listing is the adapter's constant; a page size of 1 makes it reachable with a few pods.
 
 const REAPER = "*/10 * * * *";
+/** Pages one run reads at most: the adapter's bound per call × the calls chained in a run. */
+const RUN_PAGES = POD_PAGES_PER_CALL * LISTING_CALLS_PER_RUN;
 const GRACE_S = 15 * 60;
 
 let runpod: RunpodFake;
@@ -71,19 +74,19 @@ describe("the reaper over a paged RunPod listing", () => {
     expect(alive(orphan)).toBe(false);
   });
 
-  it("a listing cut short at the page bound goes on at the next run, which then starts again at page 1", async () => {
+  it("a listing cut short at the run's bound goes on at the next run, which then starts again at page 1", async () => {
     runpod.quirks.podsPageSize = 1;
-    strangers(POD_PAGES_PER_CALL);
+    strangers(RUN_PAGES);
     const orphanId = newId("lse");
     const orphan = runpod.plantPod({ name: label(orphanId) });
     clock.advance(GRACE_S + 60);
 
     const first = await reap();
     expect(runpodOf(first)).toMatchObject({ listed: 0, error: null, complete: false });
-    expect(runpodOf(first)?.note).toContain("stopped at the page bound");
+    expect(runpodOf(first)?.note).toContain("stopped at the run's bound");
     expect(adoptedRefs(first)).toEqual([]);
     const firstCalls = runpod.calls("myself").length;
-    expect(firstCalls).toBe(POD_PAGES_PER_CALL);
+    expect(firstCalls).toBe(RUN_PAGES);
 
     clock.advance(600);
     const second = await reap();
@@ -102,7 +105,7 @@ describe("the reaper over a paged RunPod listing", () => {
     const third = await reap();
     expect(cursorsSince(beforeThird)[0]).toBeNull();
     expect(runpodOf(third)).toMatchObject({ complete: true });
-    expect(runpodOf(third)?.note).toBeUndefined();
+    expect(runpodOf(third)?.note ?? "").not.toMatch(/cursor an earlier run|bound/);
   });
 
   it("draws no 'machine missing' conclusion from a listing that did not run from page 1 to the end", async () => {
@@ -110,7 +113,7 @@ describe("the reaper over a paged RunPod listing", () => {
     // The lease's pod vanishes behind gpulease's back: absent from every listing from now on.
     runpod.removePod(lease.provider_ref!);
     runpod.quirks.podsPageSize = 1;
-    const others = strangers(POD_PAGES_PER_CALL + 1);
+    const others = strangers(RUN_PAGES + 1);
     const reconciles = (run: ReaperRun) => run.actions.filter((a) => a.kind === "reconcile" && a.lease_id === lease.id);
 
     // Cut short at the bound, then resumed from the cursor to the end: neither saw every page in one run.
@@ -137,7 +140,7 @@ describe("the reaper over a paged RunPod listing", () => {
     // On page 1, but too young for the first run to adopt.
     const orphanId = newId("lse");
     const orphan = runpod.plantPod({ name: label(orphanId) });
-    strangers(POD_PAGES_PER_CALL);
+    strangers(RUN_PAGES);
 
     const first = await reap();
     expect(runpodOf(first)).toMatchObject({ listed: 1, complete: false });
@@ -162,7 +165,7 @@ describe("stop-all over a paged RunPod listing", () => {
     runpod.quirks.podsPageSize = 1;
     const seenId = newId("lse");
     const seen = runpod.plantPod({ name: label(seenId) });
-    strangers(POD_PAGES_PER_CALL - 1);
+    strangers(RUN_PAGES - 1);
     const pastId = newId("lse");
     const past = runpod.plantPod({ name: label(pastId) });
 
@@ -182,5 +185,29 @@ describe("stop-all over a paged RunPod listing", () => {
     expect(adoptedRefs(run)).toEqual([past]);
     await driveUntil(pastId, "stopped");
     expect(alive(past)).toBe(false);
+  });
+});
+
+describe("the reaper's coverage whatever a cursor's life", () => {
+  it("a cursor that lives shorter than the reaper's interval: the page past the adapter's bound is still seen, and the run says it saw every page", async () => {
+    runpod.quirks.podsPageSize = 1;
+    runpod.quirks.podsCursorTtlMs = 60_000;
+    strangers(POD_PAGES_PER_CALL);
+    // Page 11: past one listOwn call's bound.
+    const orphanId = newId("lse");
+    const orphan = runpod.plantPod({ name: label(orphanId) });
+    clock.advance(GRACE_S + 60);
+
+    const runs: ReaperRun[] = [];
+    for (let i = 0; i < 3; i++) {
+      runs.push(await reap());
+      clock.advance(600_000);
+    }
+    // Failed on the old code: each run's saved cursor had expired, so every run read pages 1-10 again.
+    expect(runs.flatMap(adoptedRefs)).toEqual([orphan]);
+    expect(runpodOf(runs[0]!)).toMatchObject({ error: null, complete: true });
+    expect(runpodOf(runs[0]!)?.note).toMatch(/read in 2 listing calls/);
+    await driveUntil(orphanId, "stopped");
+    expect(alive(orphan)).toBe(false);
   });
 });

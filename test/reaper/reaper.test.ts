@@ -122,6 +122,24 @@ describe("orphans", () => {
     expect((await api(`/v1/leases/${youngOrphanId}`)).status).toBe(404);
   });
 
+  it("two orphans under one label: the second is handed to the lease the first was adopted into, never 'handled by another run'", async () => {
+    const orphanId = newId("lse");
+    const first = runpod.plantPod({ name: label(orphanId) });
+    const second = runpod.plantPod({ name: label(orphanId) });
+    clock.advance(GRACE_S + 60);
+
+    const run = await reap();
+    const mine = run.actions.filter((a) => a.lease_id === orphanId);
+    expect(mine.map((a) => a.provider_ref).sort()).toEqual([first, second].sort());
+    expect(mine.every((a) => a.outcome === "done")).toBe(true);
+    // Failed on the old code: the second read "(already handled by another run)" and ran on.
+    expect(mine.map((a) => a.detail).join("; ")).not.toMatch(/another run/);
+    const stopped = await driveUntil(orphanId, "stopped");
+    expect(stopped.teardown_verified_at).not.toBeNull();
+    expect(runpodPodGone(first)).toBe(true);
+    expect(runpodPodGone(second)).toBe(true);
+  });
+
   it("kills nothing at a provider whose listing fails, and still reaps the others", async () => {
     const podOrphanId = newId("lse");
     const vastOrphanId = newId("lse");
