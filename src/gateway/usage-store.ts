@@ -1,4 +1,6 @@
 import { z } from "@hono/zod-openapi";
+import { type LeaseRow, leaseCost } from "../leases/ledger";
+import { toUsd } from "../leases/pricing";
 import { type MeterState, median } from "./usage";
 
 /** A lease's usage as the API shows it (`usage` on the lease; null before the first request). */
@@ -62,9 +64,13 @@ export async function getUsage(db: D1Database, leaseId: string): Promise<UsageRo
   return row ? UsageRowSchema.parse(row) : null;
 }
 
-/** The usage view: the row, and the cost per million tokens from the lease's cost in USD. */
-export function usageView(row: UsageRow | null, costUsd: number): LeaseUsage | null {
+/**
+ * The usage view: the row, and the cost per million tokens from the lease's own `cost` (the
+ * figure shown beside it, in USD), so the two never disagree.
+ */
+export function usageView(row: UsageRow | null, lease: LeaseRow, eurUsd: number): LeaseUsage | null {
   if (!row) return null;
+  const costUsd = toUsd(leaseCost(lease), lease.currency, eurUsd);
   const tokens = row.prompt_tokens + row.completion_tokens;
   return {
     ...row,
