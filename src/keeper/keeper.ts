@@ -1,5 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { loadSettings } from "../config";
+import { AdmissionCache, type AdmissionFacts } from "../gateway/admission";
 import { addSample, emptyMeter, FLUSH_EVERY_MS, type MeterState, median, type UsageSample } from "../gateway/usage";
 import { flushStatement } from "../gateway/usage-store";
 import {
@@ -74,6 +75,9 @@ const KEY_STEP_AT = "stepAt";
  * provider calls) and re-arms itself; the loop's state lives in this object's storage.
  */
 export class LeaseKeeper extends DurableObject<Env> {
+  /** what the gateway asks of every request, set at each write of the row below */
+  private readonly admitted = new AdmissionCache();
+
   /** Takes charge of a lease: loads its row and drives it by its status. */
   async start(leaseId: string): Promise<{ ok: true }> {
     await this.ctx.storage.put(KEY_LEASE_ID, leaseId);
@@ -213,8 +217,19 @@ export class LeaseKeeper extends DurableObject<Env> {
       inference_key_hash: hash,
       inference_key_sealed: null,
     });
+    this.admitted.written(row);
     if (row) await appendEvents(services.db, leaseId, iso(services.clock()), [{ kind: "inference_key_rotated" }]);
     return { ok: row !== null };
+  }
+
+  /**
+   * The gateway's one call per request: the lease's admission facts from memory (a D1 read only
+   * when this object has just woken), and the usage of earlier requests, counted first.
+   */
+  async admission(leaseId: string, usage: UsageSample[]): Promise<AdmissionFacts | null> {
+    const facts = await this.admitted.get(() => getLease(this.env.DB, leaseId));
+    for (const sample of usage) await this.recordUsage(leaseId, sample).catch(() => undefined);
+    return facts;
   }
 
   override async alarm(alarmInfo?: AlarmInvocationInfo): Promise<void> {
@@ -258,6 +273,7 @@ export class LeaseKeeper extends DurableObject<Env> {
     const patch = stoppingPatch(lease, loop, { reason, error: null, detail: detail ?? reason }, now);
     if (exitCode !== null) patch.exit_code = exitCode;
     const row = await updateLeaseIf(services.db, leaseId, ["provisioning", "running"], patch);
+    this.admitted.written(row);
     if (!row) return { ok: true, already: true };
     await appendEvents(services.db, leaseId, iso(now), [
       { kind: "stop_requested", detail: detail ? `${reason}: ${detail}` : reason },
@@ -626,6 +642,7 @@ export class LeaseKeeper extends DurableObject<Env> {
     // Nothing to write: the row as read (a stop that lands meanwhile arms its own alarm).
     if (Object.keys(patch).length === 0 && events.length === 0) return lease;
     const row = await updateLeaseIf(services.db, lease.id, from, patch);
+    this.admitted.written(row);
     if (!row) return null;
     await appendEvents(services.db, lease.id, iso(now), events);
     // Delivery runs in the sender's own alarm: this keeper never waits for a receiver.
