@@ -26,7 +26,7 @@ import { localD1File, sqlite } from "./lib/local-d1.mjs";
 const sequential = Number(process.argv[2] ?? 300);
 const concurrent = Number(process.argv[3] ?? 200);
 const d1Requests = Number(process.argv[4] ?? 1000);
-const RUN_LIMIT_MS = 5 * 60_000;
+const RUN_LIMIT_MS = 10 * 60_000;
 const MODEL = "llama3.2:1b";
 const wallStart = Date.now();
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
