@@ -30,7 +30,11 @@ const UsageRowSchema = z.object({
 });
 export type UsageRow = z.infer<typeof UsageRowSchema>;
 
-/** One upsert: the meter's totals and medians (the keeper calls it at most every few seconds). */
+/**
+ * One upsert: the meter's totals and medians (the keeper calls it at most every few seconds). Two
+ * of a lease's writes can be in flight at once (a request's flush and the alarm's) and land in
+ * either order: the guard keeps the later totals, so a slower, older write never lowers the count.
+ */
 export function flushStatement(db: D1Database, leaseId: string, meter: MeterState, at: string): D1PreparedStatement {
   return db
     .prepare(
@@ -40,7 +44,8 @@ export function flushStatement(db: D1Database, leaseId: string, meter: MeterStat
        ON CONFLICT (lease_id) DO UPDATE SET requests = excluded.requests, errors = excluded.errors,
          prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens,
          decode_tokens_per_s = excluded.decode_tokens_per_s, first_token_ms = excluded.first_token_ms,
-         updated_at = excluded.updated_at`,
+         updated_at = excluded.updated_at
+       WHERE excluded.requests >= lease_usage.requests`,
     )
     .bind(
       leaseId,

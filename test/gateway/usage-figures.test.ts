@@ -1,6 +1,8 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { emptyMeter } from "../../src/gateway/usage";
+import { flushStatement } from "../../src/gateway/usage-store";
 import worker from "../../src/index";
 import type { Lease } from "../../src/leases/schema";
 import { simCloud } from "../../src/sim/cloud";
@@ -109,5 +111,16 @@ describe("usage on a lease", () => {
     expect(tokens).toBeGreaterThan(0);
     expect(now.currency).toBe("USD");
     expect(usage?.usd_per_million_tokens).toBe(Math.round((now.cost / tokens) * 1e6 * 10_000) / 10_000);
+  });
+});
+
+describe("the meter's writes to D1", () => {
+  it("a write that lands after a later one (two flushes in flight) never lowers the counts", async () => {
+    const a = await runningModel();
+    const meter = (requests: number) => ({ ...emptyMeter, requests, prompt_tokens: requests * 10, dirty: true });
+    // The keeper's flush of 13 lands first; its earlier flush of 12 was slower and lands after.
+    await flushStatement(env.DB, a.id, meter(13), new Date(clock.now).toISOString()).run();
+    await flushStatement(env.DB, a.id, meter(12), new Date(clock.now - 1_000).toISOString()).run();
+    expect((await lease(a.id)).usage).toMatchObject({ requests: 13, prompt_tokens: 130 });
   });
 });
