@@ -16,7 +16,7 @@ function countingDb(db: D1Database): D1Database {
       if (typeof value !== "function") return value;
       return (...args: unknown[]) => {
         if (name === "prepare" || name === "exec" || name === "batch") counts.d1 += 1;
-        return value.apply(target, args);
+        return Reflect.apply(value, target, args);
       };
     },
   });
@@ -31,7 +31,7 @@ function countingStub(stub: object, binding: string): object {
       return (...args: unknown[]) => {
         counts.durableObject += 1;
         counts.byObject[`${binding}.${name}`] = (counts.byObject[`${binding}.${name}`] ?? 0) + 1;
-        return value.apply(target, args);
+        return Reflect.apply(value, target, args);
       };
     },
   });
@@ -42,7 +42,7 @@ function countingNamespace(ns: DurableObjectNamespace, binding: string): Durable
     get(target, name) {
       const value = Reflect.get(target, name, target);
       if (name !== "get" && name !== "getByName") return typeof value === "function" ? value.bind(target) : value;
-      return (...args: unknown[]) => countingStub(value.apply(target, args), binding);
+      return (...args: unknown[]) => countingStub(Reflect.apply(value, target, args), binding);
     },
   });
 }
