@@ -180,6 +180,7 @@ export class LeaseKeeper extends DurableObject<Env> {
       stopped_at: null,
       teardown_verified_at: null,
     });
+    this.admitted.written(row);
     if (row) {
       // Its machine is not gone after all: torn down (and billed) again.
       await services.db
@@ -657,6 +658,7 @@ export class LeaseKeeper extends DurableObject<Env> {
       stopped_at: null,
       teardown_verified_at: null,
     });
+    this.admitted.written(row);
     return row !== null;
   }
 

@@ -133,6 +133,27 @@ describe("admission from the lease's keeper", () => {
     expect(usage).toMatchObject({ requests: 2, errors: 0 });
   });
 
+  it("the keeper's copy follows its writes: 409 while provisioning, 200 once running, 401 for a rotated key, 409 once stopping", async () => {
+    const res = await rent({ provider: "sim", model: MODEL, max_minutes: 30 });
+    const rented = (await res.json()) as Lease & { inference_key: string };
+    const { d1, call } = instrumented(0);
+    const early = await call(rented.id, rented.inference_key);
+    expect(early.res.status).toBe(409);
+    expect(early.text).toContain("provisioning");
+    await driveTo(rented.id, "running", { clock, maxAlarms: 200 });
+    expect((await call(rented.id, rented.inference_key)).res.status).toBe(200);
+    const rotated = await api(`/v1/leases/${rented.id}/inference-key`, { method: "POST" });
+    expect(rotated.status).toBe(200);
+    const { inference_key: fresh } = (await rotated.json()) as { inference_key: string };
+    expect((await call(rented.id, rented.inference_key)).res.status).toBe(401);
+    expect((await call(rented.id, fresh)).res.status).toBe(200);
+    expect((await api(`/v1/leases/${rented.id}/stop`, { method: "POST" })).status).toBe(200);
+    const stopping = await call(rented.id, fresh);
+    expect(stopping.res.status).toBe(409);
+    expect(stopping.text).toContain("stopping");
+    expect(d1).toEqual([]);
+  });
+
   it("an unknown lease is a 404 to anyone, a wrong key a 401, without D1", async () => {
     const lease = await runningModel();
     const { d1, call } = instrumented(0);
