@@ -178,6 +178,11 @@ async function forward(
     return new Response(null, init);
   }
   const source = upstream.body.getReader();
+  // A length counts the bytes as sent; an encoded body arrives decoded, longer: no length then.
+  const expectedLength = upstream.headers.has("content-encoding")
+    ? Number.NaN
+    : Number(upstream.headers.get("content-length") ?? Number.NaN);
+  let received = 0;
   let cancelled = false;
   const passed = new ReadableStream<Uint8Array>({
     async pull(controller) {
@@ -202,6 +207,10 @@ async function forward(
         }
         firstAt ??= Date.now();
         reader.push(next.value);
+        received += next.value.byteLength;
+        // Complete (its whole length, or the stream's last word): counted before the last bytes
+        // go out, so the caller's next request finds this one's usage held for its keeper call.
+        if (received === expectedLength || reader.finished) record(upstream.ok);
         const out = filter ? filter.push(next.value) : next.value;
         if (out) {
           controller.enqueue(out);
