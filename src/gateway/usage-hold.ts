@@ -33,9 +33,10 @@ export function holdUsage(
   const samples = held.get(leaseId) ?? [];
   samples.push(sample);
   held.set(leaseId, samples);
+  // Only a sample's own wait sends it: a busy lease's later samples are left to the next request.
   const sendLeft = () => {
-    const left = takeHeld(leaseId);
-    return left.length > 0 ? send(left).catch(() => undefined) : Promise.resolve();
+    if (!held.get(leaseId)?.includes(sample)) return Promise.resolve();
+    return send(takeHeld(leaseId)).catch(() => undefined);
   };
   if (holdMs === 0 || samples.length >= MAX_HELD) {
     ctx.waitUntil(sendLeft());

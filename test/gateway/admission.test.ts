@@ -90,9 +90,10 @@ function instrumented(holdMs: number) {
     },
   });
   /** One gateway request, its body read whole; `settled` waits for its waitUntil work. */
-  const call = async (leaseId: string, key: string, path = "api/tags") => {
+  const call = async (leaseId: string, key: string, path = "api/tags", json?: unknown) => {
     const ctx = createExecutionContext();
-    const res = await app.fetch(apiRequest(`/llm/${leaseId}/${path}`, { token: key }), env, ctx);
+    const init = json === undefined ? { token: key } : { token: key, method: "POST", json };
+    const res = await app.fetch(apiRequest(`/llm/${leaseId}/${path}`, init), env, ctx);
     const text = await res.text();
     return { res, text, settled: () => waitOnExecutionContext(ctx) };
   };
@@ -117,6 +118,31 @@ describe("admission from the lease's keeper", () => {
     await fireNext(clock, lease.id);
     expect((await (await api(`/v1/leases/${lease.id}`)).json()) as Lease).toMatchObject({ usage: { requests: 1 } });
     expect(takeHeld(lease.id)).toHaveLength(1);
+  });
+
+  it("a busy lease: an earlier sample's wait never sends a later request's sample (one call per request)", async () => {
+    const lease = await runningModel();
+    const { keeperCalls, call } = instrumented(150);
+    const chatJson = (stream: boolean) => ({ model: MODEL, messages: [{ role: "user", content: "hi" }], stream });
+    const kinds = [
+      ["api/tags", undefined],
+      ["v1/chat/completions", chatJson(false)],
+      ["v1/chat/completions", chatJson(true)],
+      ["api/chat", chatJson(true)],
+    ] as const;
+    // Requests 50 ms apart for about half a second: each earlier wait of 150 ms ends while a
+    // later sample is held.
+    const settled: (() => Promise<void>)[] = [];
+    for (let i = 0; i < 12; i++) {
+      const [path, json] = kinds[i % kinds.length] as (typeof kinds)[number];
+      const r = await call(lease.id, lease.key, path, json);
+      expect(r.res.status).toBe(200);
+      settled.push(r.settled);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    await Promise.all(settled.map((s) => s()));
+    // Twelve admissions, each after the first carrying the one before; the last sent alone.
+    expect(keeperCalls.map((c) => c.samples?.length)).toEqual([0, ...Array(11).fill(1), 1]);
   });
 
   it("a sample no request picks up within the hold is sent on its own, once", async () => {
