@@ -75,6 +75,8 @@ async function workersProject(include: string[], exclude: string[]): Promise<Tes
             // Suites send many requests a minute with the admin token; test/auth lowers these per request.
             RATE_LIMIT_PER_MIN: "1000000",
             RENT_RATE_LIMIT_PER_MIN: "1000000",
+            // Each gateway request's usage is sent as it ends (test/gateway/usage-hold.test.ts holds it).
+            GATEWAY_USAGE_HOLD_MS: "0",
             // Requests the bad-input fuzzer sends (test/robustness/fuzz.test.ts); CI keeps at least 5,000.
             FUZZ_RUNS: process.env.FUZZ_RUNS ?? "5000",
             // Leases the keeper churn runs (test/keeper/churn.test.ts); `node bench/keeper-churn.mjs` runs 50.

@@ -2,6 +2,11 @@
 // RunPod model lease (the RunPod fake, its proxy template pointed at the fake Ollama), through
 // `/llm/{lease}/v1/chat/completions` vs the machine's own URL:
 //   node bench/gateway.mjs [sequential=300] [concurrent=200] [d1_requests=1000]
+// - the goal, measured side by side (each round: direct, gateway, the worker's GET /health, in
+//   rotating order): gateway p50 ≤ 1.25 × (/health p50 + direct p50), non-streaming and for the
+//   first streamed chunk; the ratio holds on a loaded machine where milliseconds drift
+// - D1 statements and Durable Object calls per gateway request, counted inside the worker
+//   (bench/lib/counting-entry.ts: the worker with its bindings counted; goal 0 D1, ≤ 1 DO call)
 // - added latency p50/p95 (paired gateway − direct, non-streaming; goal ≤ 5 ms p50)
 // - time to first streamed chunk added (paired, SSE; goal ≤ 5 ms p50)
 // - `concurrent` streams through the gateway at once, held open together (goal: 0 errors)
@@ -21,7 +26,7 @@ import { localD1File, sqlite } from "./lib/local-d1.mjs";
 const sequential = Number(process.argv[2] ?? 300);
 const concurrent = Number(process.argv[3] ?? 200);
 const d1Requests = Number(process.argv[4] ?? 1000);
-const RUN_LIMIT_MS = 5 * 60_000;
+const RUN_LIMIT_MS = 10 * 60_000;
 const MODEL = "llama3.2:1b";
 const wallStart = Date.now();
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -35,6 +40,7 @@ const size = registry.models.llama32_1b.layers[0].size;
 const ollama = await startFakeOllama({ model: MODEL, size, delayMs: 10, chunkMs: 2, chunks: 8 });
 const cloud = await startFakeCloud({ basePort: await freePort(), bootMs: 1_000, lingerMs: 500 });
 const worker = await startWorker({
+  main: "bench/lib/counting-entry.ts",
   vars: [
     ...cloud.varArgs,
     "--var",
@@ -149,25 +155,44 @@ try {
   }
   const fl = stats(floor);
 
-  // 1. Added latency, non-streaming: pairs in alternating order so drift falls on both sides.
-  const plain = { direct: [], gateway: [], added: [] };
+  const health = `${worker.base}/health`;
+  const healthTimed = async () => {
+    const t0 = performance.now();
+    const res = await fetch(health);
+    await res.text();
+    if (res.status !== 200) throw new Error(`/health: ${res.status}`);
+    return performance.now() - t0;
+  };
+  const rounds = ["dgh", "ghd", "hdg", "gdh", "hgd", "dhg"];
+  const counts = async () => (await fetch(`${worker.base}/__bench/counts`)).json();
+  const countsBefore = await counts();
+  const requestsBefore = gatewayRequests;
+
+  // 1. Added latency, non-streaming: direct, gateway and /health side by side, in rotating order
+  // so drift falls on all three.
+  const plain = { direct: [], gateway: [], added: [], health: [] };
   for (let i = 0; i < sequential; i++) {
-    const order = i % 2 ? ["g", "d"] : ["d", "g"];
     const t = {};
-    for (const which of order)
-      t[which] = (await timed(which === "d" ? direct : gateway, which === "d" ? null : key, false)).total;
+    for (const which of rounds[i % rounds.length]) {
+      if (which === "h") t.h = await healthTimed();
+      else t[which] = (await timed(which === "d" ? direct : gateway, which === "d" ? null : key, false)).total;
+    }
     gatewayRequests += 1;
     plain.direct.push(t.d);
     plain.gateway.push(t.g);
+    plain.health.push(t.h);
     plain.added.push(t.g - t.d);
   }
   // 2. Time to the first streamed chunk, SSE.
-  const ttfb = { direct: [], gateway: [], added: [], totalAdded: [] };
+  const ttfb = { direct: [], gateway: [], added: [], totalAdded: [], health: [] };
   for (let i = 0; i < sequential; i++) {
-    const order = i % 2 ? ["g", "d"] : ["d", "g"];
     const t = {};
     const whole = {};
-    for (const which of order) {
+    for (const which of rounds[i % rounds.length]) {
+      if (which === "h") {
+        t.h = await healthTimed();
+        continue;
+      }
       const r = await timed(which === "d" ? direct : gateway, which === "d" ? null : key, true);
       t[which] = r.first;
       whole[which] = r.total;
@@ -176,8 +201,22 @@ try {
     ttfb.totalAdded.push(whole.g - whole.d);
     ttfb.direct.push(t.d);
     ttfb.gateway.push(t.g);
+    ttfb.health.push(t.h);
     ttfb.added.push(t.g - t.d);
   }
+  // Read at once: the last request's usage still waits in the gateway's hold
+  // (GATEWAY_USAGE_HOLD_MS) for a next request; once the hold passes it is sent on its own.
+  const countsAfter = await counts();
+  await sleep(2_000);
+  const idleFlush = (await counts()).durableObject - countsAfter.durableObject;
+  const perRequest = (n) => n / (gatewayRequests - requestsBefore);
+  const d1PerRequest = perRequest(countsAfter.d1 - countsBefore.d1);
+  const doPerRequest = perRequest(countsAfter.durableObject - countsBefore.durableObject);
+  const byObject = Object.entries(countsAfter.byObject)
+    .map(([name, n]) => [name, n - (countsBefore.byObject[name] ?? 0)])
+    .filter(([, n]) => n > 0)
+    .map(([name, n]) => `${name} ${n}`)
+    .join(", ");
   console.log(
     `local worker floor (GET /health through wrangler dev − GET /api/version direct, 100 pairs): p50 ${f1(fl.median)} ms, p95 ${f1(fl.p95)} ms — included in the figures below`,
   );
@@ -196,7 +235,18 @@ try {
   console.log(
     `less the local worker floor: added latency p50 ≈ ${f1(a.median - fl.median)} ms, first chunk added p50 ≈ ${f1(ta.median - fl.median)} ms`,
   );
-  if (plain.added.length && ttfb.added.length) measured += 2;
+  const ratio = (gatewayP50, healthP50, directP50) => gatewayP50 / (healthP50 + directP50);
+  const h1 = stats(plain.health).median;
+  const h2 = stats(ttfb.health).median;
+  const plainRatio = ratio(g.median, h1, d.median);
+  const firstRatio = ratio(tg.median, h2, td.median);
+  console.log(
+    `GOAL gateway p50 / (/health p50 + direct p50), side by side: non-streaming ${f1(plainRatio)} (${f1(g.median)} / (${f1(h1)} + ${f1(d.median)})), first streamed chunk ${f1(firstRatio)} (${f1(tg.median)} / (${f1(h2)} + ${f1(td.median)})) (goal ≤ 1.25: ${plainRatio <= 1.25 && firstRatio <= 1.25 ? "met" : "NOT met"})`,
+  );
+  console.log(
+    `GOAL per gateway request, counted in the worker over ${gatewayRequests - requestsBefore} requests: ${f1(d1PerRequest)} D1 statements, ${f1(doPerRequest)} Durable Object calls [${byObject || "none"}], and ${idleFlush} call sending the last request's usage once the hold passed with no next request (goal 0 D1, ≤ 1 DO call: ${d1PerRequest === 0 && doPerRequest <= 1 ? "met" : "NOT met"})`,
+  );
+  if (plain.added.length && ttfb.added.length && Number.isFinite(plainRatio)) measured += 2;
   else failed = true;
 
   // 3. Concurrent streams: each lasts ~2 s at the fake, so all are open together.

@@ -86,6 +86,8 @@ const varsSchema = z.object({
   ENABLE_SIM: flag.default(false),
   /** requests a minute per inference key or token on /llm/…; 0 = unlimited */
   INFER_RATE_LIMIT_PER_MIN: wholeNumber(0, 1_000_000).default(0),
+  /** how long a gateway request's usage waits to ride on the lease's next request (0: sent at once) */
+  GATEWAY_USAGE_HOLD_MS: wholeNumber(0, 10_000).default(1_000),
   // A tag, never `latest`: a nightly run uses the same server as the night before.
   OLLAMA_IMAGE: z
     .string()
@@ -153,6 +155,7 @@ export interface Config {
   runpodProxyTemplate: string;
   enableSim: boolean;
   inferRateLimitPerMin: number;
+  gatewayUsageHoldMs: number;
   ollamaImage: string;
   labelPrefix: string;
   pollIntervalS: number;
@@ -210,6 +213,7 @@ function toConfig(v: Vars): Config {
     runpodProxyTemplate: v.RUNPOD_PROXY_TEMPLATE,
     enableSim: v.ENABLE_SIM,
     inferRateLimitPerMin: v.INFER_RATE_LIMIT_PER_MIN,
+    gatewayUsageHoldMs: v.GATEWAY_USAGE_HOLD_MS,
     ollamaImage: v.OLLAMA_IMAGE,
     labelPrefix: v.LABEL_PREFIX,
     pollIntervalS: v.POLL_INTERVAL_S,

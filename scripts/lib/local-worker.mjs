@@ -28,9 +28,16 @@ export function freePort() {
  * (already split: ["--var", "X:1", ...]). The rate limits are lifted unless `liftRateLimits` is
  * false (then wrangler.toml's apply). Returns the base URL, an authorised fetch helper, the
  * combined log, the inspector port (Chrome DevTools Protocol, for CPU profiles), the state folder
- * and stop().
+ * and stop(). `main`: another entry than wrangler.toml's (a bench's instrumented worker).
  */
-export async function startWorker({ port, vars = [], sim = false, admin = ADMIN, liftRateLimits = true } = {}) {
+export async function startWorker({
+  port,
+  vars = [],
+  sim = false,
+  admin = ADMIN,
+  liftRateLimits = true,
+  main = null,
+} = {}) {
   port ??= await freePort();
   const inspectorPort = await freePort();
   const persist = mkdtempSync(join(tmpdir(), "gpulease-local-"));
@@ -40,6 +47,7 @@ export async function startWorker({ port, vars = [], sim = false, admin = ADMIN,
     wrangler,
     [
       "dev",
+      ...(main ? [main] : []),
       "--ip",
       "127.0.0.1",
       "--port",

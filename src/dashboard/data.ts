@@ -1,4 +1,3 @@
-import { spentUsd } from "../account/spend";
 import { hasScope } from "../auth/middleware";
 import { getUsage, usageView } from "../gateway/usage-store";
 import { listCreates } from "../leases/create-records";
@@ -28,8 +27,7 @@ export function views(rows: readonly LeaseRow[], services: Services): LeaseView[
 export async function detailView(row: LeaseRow, services: Services): Promise<LeaseView> {
   const [creates, usage] = await Promise.all([listCreates(services.db, row.id), getUsage(services.db, row.id)]);
   const view = leaseView(row, services.clock(), services.config, creates);
-  const costUsd = spentUsd(row, services.clock(), services.config.eurUsd);
-  return { ...view, lease: { ...view.lease, usage: usageView(usage, costUsd) } };
+  return { ...view, lease: { ...view.lease, usage: usageView(usage, row, services.config.eurUsd) } };
 }
 
 /** Lease pages read the ledger directly: the same rule as the API's GET routes applies. */

@@ -1,15 +1,16 @@
 import { type Context, Hono } from "hono";
 import { callerForToken, hasScope } from "../auth/middleware";
 import { ApiError } from "../errors";
-import { getLease, type LeaseRow } from "../leases/ledger";
-import { bearerToken, secretsEqual, sha256Hex } from "../lib/crypto";
+import { bearerToken, sha256Hex } from "../lib/crypto";
 import type { AppEnv, Services } from "../services";
+import { type AdmissionFacts, admitCaller, type Credential } from "./admission";
 import { inDialect } from "./error-shape";
 import { forwardedHeaders } from "./forward-headers";
 import { machineSender } from "./machine-fetch";
 import { checkedRequest } from "./request-checks";
 import { InjectedUsageFilter, withStreamUsage } from "./stream-usage";
 import { UsageReader, type UsageSample } from "./usage";
+import { holdUsage, takeHeld } from "./usage-hold";
 
 /** The routes a key holder may reach on the machine; anything that changes the server's models is not one. */
 const OPENAI_ROUTES = new Set(["chat/completions", "completions", "embeddings", "models"]);
@@ -30,22 +31,26 @@ export const gatewayRoutes = new Hono<AppEnv>().all("/llm/:leaseId/*", (c) => {
 async function serve(c: Context<AppEnv, "/llm/:leaseId/*">, rest: string): Promise<Response> {
   const services = c.get("services");
   const leaseId = c.req.param("leaseId");
-  const lease = /^lse_[0-9a-z]{22}$/.test(leaseId) ? await getLease(services.db, leaseId) : null;
-  if (lease?.template !== "ollama" || !lease.spec.model) throw new ApiError("not_found", "no such model lease");
-  const caller = await authorize(services, lease, c.req.header("Authorization"));
+  if (!/^lse_[0-9a-z]{22}$/.test(leaseId)) throw new ApiError("not_found", "no such model lease");
+  // One call to the lease's keeper, no D1 read: whether the caller may in and where the machine
+  // is, carrying the usage of this isolate's earlier requests to the lease (usage-hold.ts).
+  const facts = await services.keepers.admission(leaseId, takeHeld(leaseId));
+  const { credential, limitKey } = await credentialOf(services, facts, c.req.header("Authorization"));
+  const admission = await admitCaller(facts, credential);
+  if (!admission.ok && admission.code !== "lease_not_running") throw refusal(admission.code, admission.message);
   const route = routeOf(rest);
   if (route === "refused")
     throw new ApiError("forbidden", "this Ollama route changes the server's models: not through the gateway");
   if (route === null) throw new ApiError("not_found", `no gateway route /${rest}`);
-  await limit(services, caller);
-  if (lease.status !== "running") throw new ApiError("lease_not_running", `the lease is ${lease.status}`);
-  const base = lease.access?.urls[0];
-  if (!base) throw new ApiError("lease_not_running", "the lease's machine has no address yet");
-  const send = machineSender(services, lease.provider);
-  const target = `${base.replace(/\/+$/, "")}/${rest}${new URL(c.req.url).search}`;
-  const request = await checkedRequest(c.req.raw, rest, lease.spec.model.context_length);
+  await limit(services, limitKey);
+  if (!admission.ok) throw refusal(admission.code, admission.message);
+  const send = machineSender(services, admission.provider);
+  const target = `${admission.url}/${rest}${new URL(c.req.url).search}`;
+  const request = await checkedRequest(c.req.raw, rest, facts?.contextLength ?? null);
   return forward(send, request, target, (sample) =>
-    c.executionCtx.waitUntil(services.keepers.recordUsage(lease.id, sample).catch(() => undefined)),
+    holdUsage(leaseId, sample, services.config.gatewayUsageHoldMs, c.executionCtx, (samples) =>
+      services.keepers.admission(leaseId, samples),
+    ),
   );
 }
 
@@ -62,27 +67,35 @@ export function routeOf(rest: string): "openai" | "ollama" | "refused" | null {
   return null;
 }
 
-/** The lease's own inference key, or an API token with `infer` (or admin); 401 otherwise. */
-async function authorize(services: Services, lease: LeaseRow, header: string | undefined): Promise<string> {
+/**
+ * The caller's credential: an inference key (its hash, compared with the lease's by admitCaller),
+ * or an API token checked here (it needs the infer scope; a scoped token is one D1 read). A token
+ * is looked up only for a model lease that exists: an unknown lease answers 404 to anyone. Also
+ * what INFER_RATE_LIMIT_PER_MIN counts by: the key, or the token.
+ */
+async function credentialOf(
+  services: Services,
+  facts: AdmissionFacts | null,
+  header: string | undefined,
+): Promise<{ credential: Credential; limitKey: string }> {
   const token = bearerToken(header);
-  const refuse = () =>
-    new ApiError(
-      "unauthorized",
-      "this lease's inference key, or a token with the infer scope, is needed",
-      {},
-      {
-        "WWW-Authenticate": 'Bearer realm="gpulease-llm"',
-      },
-    );
-  if (!token) throw refuse();
+  if (!token) return { credential: { kind: "none" }, limitKey: "" };
   if (token.startsWith("glk_")) {
-    if (lease.inference_key_hash && (await secretsEqual(await sha256Hex(token), lease.inference_key_hash)))
-      return `key:${lease.inference_key_hash.slice(0, 32)}`;
-    throw refuse();
+    const hash = await sha256Hex(token);
+    return { credential: { kind: "key", hash }, limitKey: `key:${hash.slice(0, 32)}` };
   }
+  if (!facts?.model) return { credential: { kind: "none" }, limitKey: "" };
   const caller = await callerForToken(services, token);
-  if (!caller || !hasScope(caller, "infer")) throw refuse();
-  return `infer:${caller.tokenId ?? "admin"}`;
+  return {
+    credential: { kind: "token", allowed: caller !== null && hasScope(caller, "infer") },
+    limitKey: `infer:${caller?.tokenId ?? "admin"}`,
+  };
+}
+
+/** The gateway's refusals in the error envelope; a 401 names the realm. */
+function refusal(code: "not_found" | "unauthorized" | "lease_not_running", message: string): ApiError {
+  if (code !== "unauthorized") return new ApiError(code, message);
+  return new ApiError(code, message, {}, { "WWW-Authenticate": 'Bearer realm="gpulease-llm"' });
 }
 
 /** INFER_RATE_LIMIT_PER_MIN per key or token (0: unlimited), apart from the API's own limits. */
@@ -167,6 +180,11 @@ export async function forward(
     return new Response(null, init);
   }
   const source = upstream.body.getReader();
+  // A length counts the bytes as sent; an encoded body arrives decoded, longer: no length then.
+  const expectedLength = upstream.headers.has("content-encoding")
+    ? Number.NaN
+    : Number(upstream.headers.get("content-length") ?? Number.NaN);
+  let received = 0;
   let cancelled = false;
   const passed = new ReadableStream<Uint8Array>({
     async pull(controller) {
@@ -191,6 +209,10 @@ export async function forward(
         }
         firstAt ??= Date.now();
         reader.push(next.value);
+        received += next.value.byteLength;
+        // Complete (its whole length, or the stream's last word): counted before the last bytes
+        // go out, so the caller's next request finds this one's usage held for its keeper call.
+        if (received === expectedLength || reader.finished) record(upstream.ok);
         const out = filter ? filter.push(next.value) : next.value;
         if (out) {
           controller.enqueue(out);

@@ -1,5 +1,7 @@
 import { z } from "@hono/zod-openapi";
 import type { MeterState } from "../keeper/meter";
+import { type LeaseRow, leaseCost } from "../leases/ledger";
+import { toUsd } from "../leases/pricing";
 import { median } from "./usage";
 
 /** A lease's usage as the API shows it (`usage` on the lease; null before the first request). */
@@ -29,7 +31,11 @@ const UsageRowSchema = z.object({
 });
 export type UsageRow = z.infer<typeof UsageRowSchema>;
 
-/** One upsert: the meter's totals and medians (the keeper calls it at most every few seconds). */
+/**
+ * One upsert: the meter's totals and medians (the keeper calls it at most every few seconds). Two
+ * of a lease's writes can be in flight at once (a request's flush and the alarm's) and land in
+ * either order: the guard keeps the later totals, so a slower, older write never lowers the count.
+ */
 export function flushStatement(db: D1Database, leaseId: string, meter: MeterState, at: string): D1PreparedStatement {
   return db
     .prepare(
@@ -39,7 +45,8 @@ export function flushStatement(db: D1Database, leaseId: string, meter: MeterStat
        ON CONFLICT (lease_id) DO UPDATE SET requests = excluded.requests, errors = excluded.errors,
          prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens,
          decode_tokens_per_s = excluded.decode_tokens_per_s, first_token_ms = excluded.first_token_ms,
-         updated_at = excluded.updated_at`,
+         updated_at = excluded.updated_at
+       WHERE excluded.requests >= lease_usage.requests`,
     )
     .bind(
       leaseId,
@@ -63,9 +70,13 @@ export async function getUsage(db: D1Database, leaseId: string): Promise<UsageRo
   return row ? UsageRowSchema.parse(row) : null;
 }
 
-/** The usage view: the row, and the cost per million tokens from the lease's cost in USD. */
-export function usageView(row: UsageRow | null, costUsd: number): LeaseUsage | null {
+/**
+ * The usage view: the row, and the cost per million tokens from the lease's own `cost` (the
+ * figure shown beside it, in USD), so the two never disagree.
+ */
+export function usageView(row: UsageRow | null, lease: LeaseRow, eurUsd: number): LeaseUsage | null {
   if (!row) return null;
+  const costUsd = toUsd(leaseCost(lease), lease.currency, eurUsd);
   const tokens = row.prompt_tokens + row.completion_tokens;
   return {
     ...row,

@@ -115,8 +115,19 @@ export class UsageReader {
     return this.counted;
   }
 
+  /**
+   * The answer has said its last word: an SSE stream's `[DONE]`, or an NDJSON line with
+   * `"done": true` (what follows can only be whitespace).
+   */
+  get finished(): boolean {
+    return this.said;
+  }
+
+  private said = false;
+
   private line(line: string): void {
     const text = this.kind === "sse" ? line.replace(/^data:\s?/, "") : line;
+    if (this.kind === "sse" && text.trim() === "[DONE]") this.said = true;
     if (this.kind === "sse" && (!line.startsWith("data:") || text.trim() === "[DONE]")) return;
     this.take(text);
   }
@@ -124,8 +135,10 @@ export class UsageReader {
   private take(text: string): void {
     if (!text.trim()) return;
     try {
-      const counts = countsOf(JSON.parse(text));
+      const parsed: unknown = JSON.parse(text);
+      const counts = countsOf(parsed);
       if (counts) this.counted = counts;
+      if (this.kind === "ndjson" && (parsed as { done?: unknown } | null)?.done === true) this.said = true;
     } catch {
       // Not JSON (a proxy's error page): no counts.
     }

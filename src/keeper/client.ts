@@ -1,3 +1,4 @@
+import type { AdmissionFacts } from "../gateway/admission";
 import type { UsageSample } from "../gateway/usage";
 import type { FoundMachine } from "../leases/create-records";
 import type { LeaseRow, NewEvent } from "../leases/ledger";
@@ -37,6 +38,11 @@ export interface KeeperPort {
   reopen(leaseId: string, provider: ProviderName, ref: string): Promise<{ reopened: boolean }>;
   /** one request through the LLM gateway, for the lease's usage */
   recordUsage(leaseId: string, sample: UsageSample): Promise<void>;
+  /**
+   * the gateway's one call per request: the lease's admission facts (null: no such lease), with
+   * the usage of earlier requests to it, counted as recordUsage counts them
+   */
+  admission(leaseId: string, usage: UsageSample[]): Promise<AdmissionFacts | null>;
   /** a new inference key (its hash): the old one stops working at once */
   setInferenceKey(leaseId: string, hash: string): Promise<{ ok: boolean }>;
 }
@@ -59,5 +65,6 @@ export function keepersOf(env: Env): KeeperPort {
     reopen: (id, provider, ref) => keeperFor(env, id).reopen(id, provider, ref),
     recordUsage: (id, sample) => keeperFor(env, id).recordUsage(id, sample),
     setInferenceKey: (id, hash) => keeperFor(env, id).setInferenceKey(id, hash),
+    admission: (id, usage) => keeperFor(env, id).admission(id, usage),
   };
 }

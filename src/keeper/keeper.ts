@@ -1,5 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import { loadSettings } from "../config";
+import { AdmissionCache, type AdmissionFacts } from "../gateway/admission";
 import { median, type UsageSample } from "../gateway/usage";
 import { flushStatement } from "../gateway/usage-store";
 import {
@@ -95,6 +96,9 @@ interface OwnDecision {
  * once (docs/architecture.md, "One step").
  */
 export class LeaseKeeper extends DurableObject<Env> {
+  /** what the gateway asks of every request, set at each write of the row below */
+  private readonly admitted = new AdmissionCache();
+
   /** Takes charge of a lease: loads its row and drives it by its status. */
   async start(leaseId: string): Promise<{ ok: true }> {
     await this.ctx.storage.put(KEY_LEASE_ID, leaseId);
@@ -161,7 +165,7 @@ export class LeaseKeeper extends DurableObject<Env> {
         events: [...report.events, ...settlement.events],
         at: now,
       };
-      settled = isEmptyWrite(write) ? lease : await commitStep(services.db, write);
+      settled = isEmptyWrite(write) ? lease : await this.commit(services, write);
       if (settled) {
         if (announces(write.events)) this.ctx.waitUntil(services.outbox.wake());
         break;
@@ -185,6 +189,7 @@ export class LeaseKeeper extends DurableObject<Env> {
     const services = this.services();
     const now = services.clock();
     const outcome = await claimInOneBatch(services.db, leaseId, machine, now);
+    if (outcome.kind !== "other_lease" && outcome.reopened) this.admitted.written(null);
     if (outcome.kind === "other_lease")
       return { claimed: false, reopened: false, detail: `held by lease ${outcome.holder}` };
     await this.armAt(now + 1000);
@@ -201,6 +206,7 @@ export class LeaseKeeper extends DurableObject<Env> {
     const services = this.services();
     const now = services.clock();
     const reopened = await reopenInOneBatch(services.db, leaseId, provider, ref, now);
+    if (reopened) this.admitted.written(null);
     if (reopened) await this.armAt(now);
     return { reopened };
   }
@@ -235,7 +241,7 @@ export class LeaseKeeper extends DurableObject<Env> {
     for (let attempt = 0; attempt < 3; attempt++) {
       const lease = await getLease(services.db, leaseId);
       if (!lease || (lease.status !== "provisioning" && lease.status !== "running")) return { ok: false };
-      const row = await commitStep(services.db, {
+      const row = await this.commit(services, {
         read: lease,
         patch: { inference_key_hash: hash, inference_key_sealed: null },
         events: [{ kind: "inference_key_rotated" }],
@@ -244,6 +250,16 @@ export class LeaseKeeper extends DurableObject<Env> {
       if (row) return { ok: true };
     }
     return { ok: false };
+  }
+
+  /**
+   * The gateway's one call per request: the lease's admission facts from memory (a D1 read only
+   * when this object has just woken), and the usage of earlier requests, counted first.
+   */
+  async admission(leaseId: string, usage: UsageSample[]): Promise<AdmissionFacts | null> {
+    const facts = await this.admitted.get(() => getLease(this.env.DB, leaseId));
+    for (const sample of usage) await this.recordUsage(leaseId, sample).catch(() => undefined);
+    return facts;
   }
 
   override async alarm(alarmInfo?: AlarmInvocationInfo): Promise<void> {
@@ -290,7 +306,7 @@ export class LeaseKeeper extends DurableObject<Env> {
       const patch = stoppingPatch(lease, loop, { reason, error: null, detail: detail ?? reason }, now);
       if (exitCode !== null) patch.exit_code = exitCode;
       const events: NewEvent[] = [{ kind: "stop_requested", detail: detail ? `${reason}: ${detail}` : reason, reason }];
-      const row = await commitStep(services.db, { read: lease, patch, events, at: now });
+      const row = await this.commit(services, { read: lease, patch, events, at: now });
       if (row) {
         if (announces(events)) this.ctx.waitUntil(services.outbox.wake());
         await this.armAt(now);
@@ -381,7 +397,7 @@ export class LeaseKeeper extends DurableObject<Env> {
           : null,
       at: now,
     };
-    const row = isEmptyWrite(write) ? lease : await commitStep(services.db, write);
+    const row = isEmptyWrite(write) ? lease : await this.commit(services, write);
     if (!row) {
       services.log.info("keeper_step_outdated", { lease_id: lease.id, outcome: "starting over" });
       await this.armAt(now + START_OVER_MS);
@@ -775,6 +791,16 @@ export class LeaseKeeper extends DurableObject<Env> {
       at: iso(now),
       lease_id: leaseId,
     });
+  }
+
+  /**
+   * One guarded batch (commit.ts), and the gateway's admission facts follow what it wrote: the row
+   * as written, or (the guard failed) read again at the next request.
+   */
+  private async commit(services: Services, write: StepWrite): Promise<LeaseRow | null> {
+    const row = await commitStep(services.db, write);
+    this.admitted.written(row);
+    return row;
   }
 
   /** Sets the alarm to `at` unless an earlier one is already set (a stop may have asked for now). */

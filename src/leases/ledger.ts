@@ -90,6 +90,14 @@ export const LeaseRowSchema = z.object({
 export type LeaseRow = z.infer<typeof LeaseRowSchema>;
 
 /** The row as the API shows it, with its create records: what was asked (env values masked), no hashes, keys or token ids. */
+/**
+ * The lease's `cost` as the API shows it, in its currency: every money figure on a lease (the
+ * usage's cost per million tokens too) is worked out from this one.
+ */
+export function leaseCost(row: LeaseRow): number {
+  return roundMoney(row.cost + row.strays_cost);
+}
+
 export function toLease(row: LeaseRow, creates: readonly CreateRecord[], usage: LeaseUsage | null = null): Lease {
   return {
     id: row.id,
@@ -108,7 +116,7 @@ export function toLease(row: LeaseRow, creates: readonly CreateRecord[], usage: 
     max_minutes: row.max_minutes,
     max_cost: row.max_cost,
     expected_cost: row.expected_cost,
-    cost: roundMoney(row.cost + row.strays_cost),
+    cost: leaseCost(row),
     billed: row.billed ?? null,
     access:
       row.access && row.template === "ollama" && row.access.urls[0]

@@ -1,7 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { createMiddleware } from "hono/factory";
 import { streamSSE } from "hono/streaming";
-import { spentUsd } from "../account/spend";
 import { requireScope } from "../auth/middleware";
 import { ApiError, errorResponses, refusalError } from "../errors";
 import { getUsage, usageView } from "../gateway/usage-store";
@@ -241,7 +240,7 @@ export const leaseRoutes = createRouter()
     const services = c.get("services");
     const row = await leaseOr404(services, c.req.valid("param").id);
     const [creates, usage] = await Promise.all([listCreates(services.db, row.id), getUsage(services.db, row.id)]);
-    const lease = toLease(row, creates, usageView(usage, spentUsd(row, services.clock(), services.config.eurUsd)));
+    const lease = toLease(row, creates, usageView(usage, row, services.config.eurUsd));
     return c.json(leaseFor(c.get("caller"), row.token_id, lease), 200);
   })
   .openapi(inferenceKeyRoute, async (c) => {

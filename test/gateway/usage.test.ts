@@ -270,3 +270,29 @@ describe("the meter: addSample and median", () => {
     expect(input).toEqual([3, 1, 2]);
   });
 });
+
+describe("UsageReader.finished: the answer's last word, before its stream closes", () => {
+  it("an SSE stream once its [DONE] has come, not before", () => {
+    const reader = new UsageReader("sse");
+    reader.push(bytes('data: {"choices":[{"delta":{"content":"hi"}}]}\n\n'));
+    expect(reader.finished).toBe(false);
+    reader.push(bytes('data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\ndata: [DONE]\n\n'));
+    expect(reader.finished).toBe(true);
+    expect(reader.end()).toMatchObject({ prompt_tokens: 3, completion_tokens: 2 });
+  });
+
+  it("Ollama's NDJSON once a line says done, not a line that only mentions it", () => {
+    const reader = new UsageReader("ndjson");
+    reader.push(bytes('{"response":"\\"done\\": true","done":false}\n'));
+    expect(reader.finished).toBe(false);
+    reader.push(bytes('{"done":true,"prompt_eval_count":4,"eval_count":6}\n'));
+    expect(reader.finished).toBe(true);
+    expect(reader.end()).toMatchObject({ prompt_tokens: 4, completion_tokens: 6 });
+  });
+
+  it("never for a JSON answer (its length tells)", () => {
+    const reader = new UsageReader("json");
+    reader.push(bytes('{"done":true,"eval_count":1}'));
+    expect(reader.finished).toBe(false);
+  });
+});
