@@ -56,6 +56,12 @@ const ROUNDS = 4;
 /** each round ends past the reaper's grace (REAPER_GRACE_MIN, 15) for what appeared in it */
 const REAPER_EVERY_MS = 16 * 60_000;
 const TOLERANCE = 0.01;
+/**
+ * The ledger learns that a machine is gone at the first read that says so, up to one verify
+ * interval after the provider stopped billing it: a cell whose machines are found and torn down
+ * within seconds may show the ledger that much above the bill (a twentieth of a cent), never below.
+ */
+const OVER_BILLED_FLOOR_USD = 0.0005;
 
 const ROWS: { first: Lag; last: Lag }[] = [
   { first: "at_once", last: "at_once" },
@@ -214,7 +220,10 @@ async function scenario(w: World, subject: Subject, spec: CellSpec, a: FaultyPro
   const ledgerUsd = ledger.reduce((sum, l) => sum + (l.currency === "EUR" ? l.cost * eurUsd : l.cost), 0);
   const billed = machines.reduce((sum, m) => sum + m.billedUsd, 0);
   if (billed <= 0) problems.push("the fakes billed nothing: no machine was made");
-  else if (Math.abs(ledgerUsd - billed) > TOLERANCE * billed)
+  else if (
+    ledgerUsd < billed * (1 - TOLERANCE) ||
+    ledgerUsd > billed + Math.max(TOLERANCE * billed, OVER_BILLED_FLOOR_USD)
+  )
     problems.push(
       `ledger cost ${ledgerUsd.toFixed(4)} USD vs billed ${billed.toFixed(4)} USD (${(((ledgerUsd - billed) / billed) * 100).toFixed(1)} %) over ${machines.length} machine(s), ${ledger.length} lease(s)`,
     );
