@@ -123,8 +123,9 @@ describe("the rent form's pinned offer", () => {
   it("does not carry the picked offer's VRAM into a new provider and GPU: the new choice is rented", async () => {
     const fakes = installFakes(new RunpodFake(), new VastFake());
     try {
-      // A Vast.ai RTX 4090 reports 24.6 GB; the sim's RTX 4090 has 24.
-      const picked = await offer("4090", "vast");
+      // A RunPod A40 has 48 GB; the sim's RTX 4090 has 24. (Offers give the size the cards are sold as,
+      // so a Vast.ai RTX 4090 is 24 GB like the sim's, no longer the 24.6 of its driver's MiB.)
+      const picked = await offer("A40", "runpod");
       expect(picked.vram_gb).toBeGreaterThan(24);
       const { cookie } = await signIn();
       const form = await pinnedForm(cookie, picked);
@@ -135,7 +136,7 @@ describe("the rent form's pinned offer", () => {
       const review = await browse("/rent", { cookie, form: submitted(form, { provider: "sim", gpu: "4090" }) });
       const html = await review.text();
       expect(review.status, html.slice(0, 2000)).toBe(200);
-      // One RTX 4090 (24 GB) at sim: the 24.6 GB of the Vast.ai offer is no floor for the new choice.
+      // One RTX 4090 (24 GB) at sim: the 48 GB of the RunPod offer is no floor for the new choice.
       expect(html).toMatch(/Machine\s*(<[^>]+>\s*)*RTX 4090 at sim/);
       expect(html).toMatch(/released the offer you picked/i);
       expect(unsubmittable(html)).toEqual([]);

@@ -12,44 +12,13 @@ import { api, apiRequest } from "../helpers";
 import { TestClock } from "../support/clock";
 import { driveTo, fireNext } from "../support/keeper";
 import { rent } from "../support/lease";
+import { simModelLeases } from "../support/sim-model-lease";
 
 // A lease's usage figures agree with the lease they sit on: every answered request counted once,
 // and the cost per million tokens from the lease's own `cost`.
 const clock = new TestClock(Date.parse("2035-07-01T00:00:00Z"));
 const MODEL = "llama3.2:1b";
-let fakes: InstalledFakes;
-
-beforeEach(async () => {
-  clock.install();
-  clock.advance(3_600_000);
-  fakes = installFakes(new OllamaRegistryFake());
-  await simCloud(env.SIM_CLOUD).reset();
-  await simCloud(env.SIM_CLOUD).configure({
-    bootSeconds: 20,
-    readySeconds: 5,
-    lingerSeconds: 0,
-    creditUsd: 100_000,
-    downloadMbs: 500,
-  });
-});
-
-afterEach(async () => {
-  const leases = ((await (await api("/v1/leases?limit=200")).json()) as { leases: Lease[] }).leases;
-  for (const lease of leases) {
-    if (lease.status === "stopped") continue;
-    await api(`/v1/leases/${lease.id}/stop`, { method: "POST" });
-    await driveTo(lease.id, "stopped", { clock, maxAlarms: 400 });
-  }
-  fakes.restore();
-});
-
-async function runningModel(): Promise<{ id: string; key: string }> {
-  const res = await rent({ provider: "sim", model: MODEL, max_minutes: 30 });
-  const body = (await res.json()) as Lease & { inference_key: string };
-  expect(res.status).toBe(202);
-  await driveTo(body.id, "running", { clock, maxAlarms: 200 });
-  return { id: body.id, key: body.inference_key };
-}
+const runningModel = simModelLeases(clock, MODEL);
 
 /** One gateway request as a client makes it; the body read whole, its waitUntil work awaited. */
 async function call(leaseId: string, key: string, path: string, json?: unknown): Promise<number> {

@@ -528,16 +528,21 @@ describe("the Ollama HTTP surface at /sim/ollama/{ref}", () => {
 });
 
 describe("where the sim's Ollama is served", () => {
-  it("access.urls points at the worker's /sim/ollama/{ref}, PUBLIC_URL when set", async () => {
-    const ref = await rentModel("llama3.2:1b");
-    at(20);
-    expect((await sim.status(ref)).access?.urls).toEqual([`http://localhost:8787/sim/ollama/${ref}`]);
+  it("access.urls points at the worker's /sim/ollama/{ref}: the rent's call-back origin, else PUBLIC_URL", async () => {
     const behind = createSimProvider({
       namespace: env.SIM_CLOUD,
       clock: () => Date.now(),
       publicUrl: "https://gl.example/",
     });
-    expect((await behind.status(ref)).access?.urls).toEqual([`https://gl.example/sim/ollama/${ref}`]);
+    // The worker that rented the machine answers where its call-back goes (PUBLIC_URL or the request's origin).
+    const ref = await rentModel("llama3.2:1b");
+    // Without a call-back the machine has no origin of its own: PUBLIC_URL, else wrangler dev's address.
+    const bare = await rentModel("llama3.2:1b", { env: { GPULEASE_MODEL: "llama3.2:1b" } });
+    at(20);
+    expect((await sim.status(ref)).access?.urls).toEqual([`http://gpulease.test/sim/ollama/${ref}`]);
+    expect((await behind.status(ref)).access?.urls).toEqual([`http://gpulease.test/sim/ollama/${ref}`]);
+    expect((await sim.status(bare)).access?.urls).toEqual([`http://localhost:8787/sim/ollama/${bare}`]);
+    expect((await behind.status(bare)).access?.urls).toEqual([`https://gl.example/sim/ollama/${bare}`]);
   });
 
   it("a booting machine's server answers 502, an unknown machine 404, and nothing is there when the sim is off", async () => {
