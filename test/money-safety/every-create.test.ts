@@ -251,11 +251,21 @@ describe("1: failover after an ambiguous create at another provider", () => {
 
   it("POST /v1/leases/stop-all leaves no labelled machine alive", async () => {
     const { lease, t0 } = await strayAtRunpod();
-    // The pod is in RunPod's listing now; nobody has looked for it yet.
-    await runKeepers(t0 + 90_000);
-    expect(w.runpod.model.list().filter((m) => m.label === lease.label)).toHaveLength(1);
+    // The keeper looks a lost create up on every alarm, so stop-all comes in the gap: the pod
+    // has just entered RunPod's listing (its lag is a minute) and the alarm that would find it
+    // has not fired yet.
+    await runKeepers(t0 + MIN - 1);
+    clock.set(t0 + MIN);
+    expect(aliveFor(lease.label).filter((m) => m.startsWith("runpod "))).toHaveLength(1);
+    expect(
+      await env.DB.prepare("SELECT COUNT(*) AS n FROM lease_events WHERE lease_id = ? AND kind = 'machine_found'")
+        .bind(lease.id)
+        .first<{ n: number }>("n"),
+    ).toBe(0);
     const res = await api("/v1/leases/stop-all", { method: "POST" });
     expect(res.status).toBe(200);
+    // Its listing saw both machines: the lease's own at Vast and the pod at RunPod.
+    expect(((await res.json()) as { machines: number }).machines).toBe(2);
     await runKeepers(clock.now + 30 * MIN);
     // Failed on the old code: stop-all counted the pod in `machines` and left it running.
     expect(aliveFor(lease.label)).toEqual([]);
