@@ -7,9 +7,11 @@ import { elapsed, money, pc } from "./format.mjs";
 
 /** @typedef {import("../client/index.d.mts").Lease} Lease */
 /** @typedef {import("../client/index.d.mts").GpuleaseClient} Client */
+/** @typedef {import("../client/index.d.mts").LeaseEvent} LeaseEvent */
+/** @typedef {import("../client/index.d.mts").LeaseEventKind} LeaseEventKind */
 
 /** The phase a lease's keeper last reported while it comes up. */
-const phases = /** @type {Record<string, string>} */ ({
+const phases = /** @type {Partial<Record<LeaseEventKind, string>>} */ ({
   created: "renting",
   rented: "booting",
   booting: "booting",
@@ -36,6 +38,7 @@ function progressLine() {
 }
 
 /** Event kinds that only move a rental along: the lease itself is read again on anything else. */
+/** @type {ReadonlySet<LeaseEventKind>} */
 const PROGRESS = new Set(["created", "rented", "booting", "waiting_for_ollama", "pulling", "loading", "machine_state"]);
 /** How often a terminal's status line redraws its clock (no request: the time is counted here). */
 const TICK_MS = 1000;
@@ -103,7 +106,7 @@ export async function followRent(client, url, lease, options) {
  * A lease's events as the worker streams them (SSE), reopened with Last-Event-ID when the worker
  * ends a long stream, for as long as `more()` says (asked whenever a stream ends).
  * @param {Client} client @param {string} url @param {string} id @param {() => Promise<boolean>} more
- * @returns {AsyncGenerator<{ seq: number; at: string; kind: string; detail?: string | null }>}
+ * @returns {AsyncGenerator<LeaseEvent>}
  */
 async function* leaseEvents(client, url, id, more) {
   let lastId = 0;

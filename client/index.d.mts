@@ -4,6 +4,10 @@ import type { components, operations, paths } from "./schema.js";
 export type { components, operations, paths };
 /** A lease as the API returns it. */
 export type Lease = components["schemas"]["Lease"];
+/** One entry of a lease's event log (GET /v1/leases/{id}/events). */
+export type LeaseEvent = components["schemas"]["LeaseEvent"];
+/** The kinds of lease event (src/leases/events.ts in the worker). */
+export type LeaseEventKind = components["schemas"]["LeaseEventKind"];
 /** The error envelope of every non-2xx answer. */
 export type ApiErrorBody = components["schemas"]["Error"];
 export type GpuleaseClient = Client<paths>;

@@ -253,7 +253,7 @@ export interface components {
     Offer: {
       /**
        * @description opaque; pass it to POST /v1/leases
-       * @example runpod:SECURE:NVIDIA GeForce RTX 4090:1
+       * @example vast:4242424
        */
       offer_id: string;
       /** @enum {string} */
@@ -354,7 +354,7 @@ export interface components {
       expected_cost: number | null;
       /** @description in `currency`: what the provider bills so far, every machine of the lease's creates included; runs until teardown_verified_at */
       cost: number;
-      /** @description in `currency`: what the provider itself says it billed (RunPod REST billing), once known */
+      /** @description in `currency`: what the provider itself says it billed, once known (where it reports that per machine) */
       billed: number | null;
       access: ({
         urls: string[];
@@ -501,10 +501,15 @@ export interface components {
       /** @description increasing; the SSE event id */
       seq: number;
       at: string;
-      kind: string;
+      kind: components["schemas"]["LeaseEventKind"];
       detail: string | null;
       reason: components["schemas"]["StopReason"];
     };
+    /**
+     * @description what happened; events written by an older version may carry a kind no longer in this list
+     * @enum {string}
+     */
+    LeaseEventKind: "created" | "rent_attempt_failed" | "rent_ambiguous" | "rent_deadline" | "rent_interrupted" | "rented" | "machine_found" | "create_unresolved" | "keeper_start_failed" | "booting" | "waiting_for_ollama" | "pulling" | "loading" | "running" | "machine_state" | "status_failed" | "provider_not_configured" | "gone_unconfirmed" | "price_updated" | "inference_key_rotated" | "usage_dropped" | "billing_drift" | "stop_requested" | "start_failed" | "machine_died" | "terminate_sent" | "terminate_failed" | "teardown_waiting" | "verify_failed" | "machine_gone" | "stopped" | "teardown_unverified" | "schedule_run" | "schedule_run_skipped" | "reaper_adopt" | "reaper_claim" | "reaper_reopen" | "reaper_reconcile" | "reaper_rearm" | "reaper_stop_overdue" | "reaper_budget_stop" | "reaper_stop_all";
     CreatedEndpoint: {
       endpoint: components["schemas"]["Endpoint"];
       /** @example gle_… */
@@ -761,7 +766,7 @@ export interface components {
       unverified_teardowns: string[];
       /** @description leases whose create was sent but whose machine has not been found yet: the keeper keeps looking; check the provider */
       unresolved_rentals: string[];
-      /** @description per provider and UTC day: the ledger's spend beside what the provider billed (RunPod REST) */
+      /** @description per provider and UTC day: the ledger's spend beside what the provider billed, where it reports that per machine */
       billing: components["schemas"]["BillingDay"][];
     };
     ProviderBalance: {
@@ -918,6 +923,8 @@ export interface components {
           digest?: string;
           size?: number;
           size_vram?: number;
+          /** @description ready: when its load ended (ms) */
+          loaded_at?: number | null;
           error?: string;
         };
       }) | null;
@@ -1162,7 +1169,7 @@ export interface operations {
         vram_gb?: number;
         /** @description download size of what will be loaded, GB (load-time estimate); default vram_gb */
         weights_gb?: number;
-        /** @description only hosts with this much container disk free, GB (Vast.ai filters by it) */
+        /** @description only hosts with this much container disk free, GB (where the provider filters by it) */
         disk_gb?: number;
         /** @description GPU name filter, case-insensitive substring */
         gpu?: string;
@@ -1235,7 +1242,7 @@ export interface operations {
         vram_gb?: number;
         /** @description download size of what will be loaded, GB (load-time estimate); default vram_gb */
         weights_gb?: number;
-        /** @description only hosts with this much container disk free, GB (Vast.ai filters by it) */
+        /** @description only hosts with this much container disk free, GB (where the provider filters by it) */
         disk_gb?: number;
         /** @description GPU name filter, case-insensitive substring */
         gpu?: string;

@@ -380,7 +380,7 @@ function decideFromPoll(lease: LeaseRow, loop: LoopState, poll: PollResult, now:
     if (phase) {
       nextLoop = { ...nextLoop, lastSeen: seen(phase.summary, phase.event) };
     } else {
-      const summary =
+      const summary: "waiting_for_ollama" | "booting" | `state:${string}` =
         status.state === "running"
           ? "waiting_for_ollama"
           : status.state === "booting"
@@ -394,7 +394,11 @@ function decideFromPoll(lease: LeaseRow, loop: LoopState, poll: PollResult, now:
             : "the provider's status is unclear; still waiting";
       nextLoop = {
         ...nextLoop,
-        lastSeen: seen(summary, { kind: summary === "booting" ? "booting" : summary, detail }),
+        // An unclear status while coming up is a `machine_state` event, as it is once running.
+        lastSeen: seen(summary, {
+          kind: summary === "waiting_for_ollama" || summary === "booting" ? summary : "machine_state",
+          detail,
+        }),
       };
     }
   } else {

@@ -4,6 +4,7 @@ import { AccessSchema, CurrencySchema, ProviderNameSchema, TemplateSchema } from
 import { leaseEventStatements } from "../webhooks/outbox";
 import { BillingStartsAtSchema, jsonColumn } from "./columns";
 import { type CreateRecord, toCreateView } from "./create-records";
+import type { LeaseEventKind } from "./events";
 import { roundMoney } from "./pricing";
 import {
   type Lease,
@@ -340,7 +341,8 @@ export async function deleteUnsentLease(db: D1Database, leaseId: string): Promis
 }
 
 export interface NewEvent {
-  kind: string;
+  /** one of the kinds in src/leases/events.ts */
+  kind: LeaseEventKind;
   detail?: string | null;
   /** why, as data: the stop reason of a stop request or a stop (webhooks map by it, never by `detail`) */
   reason?: StopReason | null;
@@ -382,7 +384,9 @@ export function eventStatements(
 const EventRowSchema = z.object({
   seq: z.number().int(),
   at: z.string(),
-  kind: z.string(),
+  // A kind no longer written (a row from an older version) is shown as stored rather than
+  // failing the log: the read is lenient where the writes are checked (src/leases/events.ts).
+  kind: z.string().transform((kind) => kind as LeaseEventKind),
   detail: z.string().nullable(),
   // An unknown reason (a row from a newer version) reads as none rather than failing the log.
   reason: StopReasonSchema.nullable().catch(null).default(null),

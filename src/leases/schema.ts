@@ -3,6 +3,7 @@ import { LeaseUsageSchema } from "../gateway/usage-store";
 import { ModelRefTextSchema } from "../models/reference";
 import { AccessSchema, CurrencySchema, ProviderNameSchema, TemplateSchema } from "../providers/types";
 import { CreateViewSchema } from "./create-records";
+import { LeaseEventKindSchema } from "./events";
 
 export const leaseStatuses = ["provisioning", "running", "stopping", "stopped"] as const;
 export const LeaseStatusSchema = z.enum(leaseStatuses).openapi("LeaseStatus");
@@ -194,7 +195,7 @@ export const LeaseEventSchema = z
   .object({
     seq: z.number().int().openapi({ description: "increasing; the SSE event id" }),
     at: z.string(),
-    kind: z.string(),
+    kind: LeaseEventKindSchema,
     detail: z.string().nullable(),
     reason: StopReasonSchema.nullable().openapi({
       description:

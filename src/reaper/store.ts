@@ -1,3 +1,4 @@
+import type { LeaseEventKind } from "../leases/events";
 import { type LeaseRow, LeaseRowSchema, type StoredSpec } from "../leases/ledger";
 import type { OwnMachine, ProviderName } from "../providers/types";
 import { leaseEventStatements } from "../webhooks/outbox";
@@ -175,7 +176,7 @@ export function eventStatement(
   db: D1Database,
   leaseId: string,
   at: string,
-  kind: string,
+  kind: LeaseEventKind,
   detail: string,
 ): D1PreparedStatement {
   return db
@@ -188,7 +189,7 @@ export function eventStatements(
   db: D1Database,
   leaseId: string,
   at: string,
-  kind: string,
+  kind: LeaseEventKind,
   detail: string,
 ): D1PreparedStatement[] {
   return [

@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import type { LeaseEventKind } from "../leases/events";
 
 export const webhookEventTypes = [
   "lease.running",
@@ -23,7 +24,7 @@ export type WebhookEventType = z.infer<typeof WebhookEventTypeSchema>;
 
 /** A lease event as the ledger writes it (kind, detail, and its structured reason). */
 export interface LedgerEvent {
-  kind: string;
+  kind: LeaseEventKind;
   detail?: string | null;
   reason?: string | null;
 }
@@ -57,7 +58,45 @@ export function webhookTypesFor(event: LedgerEvent): WebhookEventType[] {
       return ["lease.price_updated"];
     case "reaper_adopt":
       return ["reaper.orphan_found"];
+    // Kinds no webhook announces: listed so that a new kind is a compile error until it is placed.
+    case "created":
+    case "rent_attempt_failed":
+    case "rent_ambiguous":
+    case "rent_deadline":
+    case "rent_interrupted":
+    case "rented":
+    case "machine_found":
+    case "create_unresolved":
+    case "keeper_start_failed":
+    case "booting":
+    case "waiting_for_ollama":
+    case "pulling":
+    case "loading":
+    case "machine_state":
+    case "status_failed":
+    case "provider_not_configured":
+    case "gone_unconfirmed":
+    case "inference_key_rotated":
+    case "usage_dropped":
+    case "billing_drift":
+    case "machine_died":
+    case "terminate_sent":
+    case "terminate_failed":
+    case "teardown_waiting":
+    case "verify_failed":
+    case "machine_gone":
+    case "schedule_run":
+    case "schedule_run_skipped":
+    case "reaper_claim":
+    case "reaper_reopen":
+    case "reaper_reconcile":
+    case "reaper_rearm":
+    case "reaper_stop_overdue":
+    case "reaper_budget_stop":
+    case "reaper_stop_all":
+      return [];
     default:
+      event.kind satisfies never;
       return [];
   }
 }

@@ -270,6 +270,19 @@ describe("events", () => {
     };
     expect(after.events.map((e) => e.seq)).toEqual(rest.map((e) => e.data.seq));
   });
+
+  it("shows an event an older version stored with a kind no longer written, as stored", async () => {
+    const lease = await rentOk();
+    await env.DB.prepare("INSERT INTO lease_events (lease_id, at, kind, detail) VALUES (?, ?, 'state:unknown', NULL)")
+      .bind(lease.id, new Date(clock.now).toISOString())
+      .run();
+    const res = await api(`/v1/leases/${lease.id}/events`);
+    expect(res.status).toBe(200);
+    const { events } = (await res.json()) as { events: { kind: string }[] };
+    expect(events.map((e) => e.kind)).toContain("state:unknown");
+    expect((await api(`/v1/leases/${lease.id}`)).status).toBe(200);
+    await stopAll();
+  });
 });
 
 describe("secrets", () => {

@@ -1,6 +1,6 @@
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
-import { webhookTypesFor } from "../../src/webhooks/events";
+import { type LedgerEvent, type WebhookEventType, webhookTypesFor } from "../../src/webhooks/events";
 import { newWebhookSecret, openSecret, SealError, sealSecret } from "../../src/webhooks/secrets";
 import { signatureHeader, standardWebhookHeaders } from "../../src/webhooks/signing";
 
@@ -78,7 +78,7 @@ describe("webhook secrets at rest", () => {
 });
 
 describe("lease event kinds → webhook types", () => {
-  it.each([
+  it.each<[LedgerEvent, WebhookEventType[]]>([
     [{ kind: "running", detail: "http://x" }, ["lease.running"]],
     [
       { kind: "stop_requested", detail: "max_minutes: 30 minutes since running", reason: "max_minutes" },
