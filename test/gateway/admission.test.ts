@@ -1,6 +1,6 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createApp } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { AdmissionCache, admissionFacts } from "../../src/gateway/admission";
@@ -10,9 +10,6 @@ import type { KeeperPort } from "../../src/keeper/client";
 import { getLease, type LeaseRow } from "../../src/leases/ledger";
 import type { Lease } from "../../src/leases/schema";
 import { createServices } from "../../src/services";
-import { simCloud } from "../../src/sim/cloud";
-import { type InstalledFakes, installFakes } from "../fakes/install";
-import { OllamaRegistryFake } from "../fakes/ollama-registry";
 import { api, apiRequest } from "../helpers";
 import { TestClock } from "../support/clock";
 import { driveTo, fireNext } from "../support/keeper";

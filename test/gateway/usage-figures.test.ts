@@ -1,17 +1,13 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { flushStatement } from "../../src/gateway/usage-store";
 import worker from "../../src/index";
 import { emptyMeter } from "../../src/keeper/meter";
 import type { Lease } from "../../src/leases/schema";
-import { simCloud } from "../../src/sim/cloud";
-import { type InstalledFakes, installFakes } from "../fakes/install";
-import { OllamaRegistryFake } from "../fakes/ollama-registry";
 import { api, apiRequest } from "../helpers";
 import { TestClock } from "../support/clock";
-import { driveTo, fireNext } from "../support/keeper";
-import { rent } from "../support/lease";
+import { fireNext } from "../support/keeper";
 import { simModelLeases } from "../support/sim-model-lease";
 
 // A lease's usage figures agree with the lease they sit on: every answered request counted once,
