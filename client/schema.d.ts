@@ -63,33 +63,33 @@ export interface paths {
   };
   "/v1/endpoints": {
     /** List model endpoints */
-    get: operations["getV1Endpoints"];
+    get: operations["listEndpoints"];
     /**
      * Create a model endpoint
      * @description A named model served when called and costing nothing while idle: its replicas are model leases rented on demand and stopped when quiet. The key (`gle_…`) is shown only in this answer.
      */
-    post: operations["postV1Endpoints"];
+    post: operations["createEndpoint"];
   };
   "/v1/endpoints/{name}": {
     /** One model endpoint, with its replicas */
-    get: operations["getV1EndpointsName"];
+    get: operations["getEndpoint"];
     /**
      * Delete an endpoint, stopping every replica
      * @description Each replica is stopped as any lease is (teardown verified); their leases stay in the ledger.
      */
-    delete: operations["deleteV1EndpointsName"];
+    delete: operations["deleteEndpoint"];
     /**
      * Change an endpoint's scaling, cold start or budget
      * @description Also closes an open breaker: the next request rents again.
      */
-    patch: operations["patchV1EndpointsName"];
+    patch: operations["updateEndpoint"];
   };
   "/v1/endpoints/{name}/keys": {
     /**
      * A new key for an endpoint
      * @description The old key stops working at once; the new one is shown only in this answer.
      */
-    post: operations["postV1EndpointsNameKeys"];
+    post: operations["rotateEndpointKey"];
   };
   "/v1/schedules": {
     /** List schedules */
@@ -1659,7 +1659,7 @@ export interface operations {
     };
   };
   /** List model endpoints */
-  getV1Endpoints: {
+  listEndpoints: {
     responses: {
       /** @description Every endpoint, by name. */
       200: {
@@ -1705,7 +1705,7 @@ export interface operations {
    * Create a model endpoint
    * @description A named model served when called and costing nothing while idle: its replicas are model leases rented on demand and stopped when quiet. The key (`gle_…`) is shown only in this answer.
    */
-  postV1Endpoints: {
+  createEndpoint: {
     requestBody: {
       content: {
         "application/json": components["schemas"]["EndpointInput"];
@@ -1763,7 +1763,7 @@ export interface operations {
     };
   };
   /** One model endpoint, with its replicas */
-  getV1EndpointsName: {
+  getEndpoint: {
     parameters: {
       path: {
         name: string;
@@ -1818,7 +1818,7 @@ export interface operations {
    * Delete an endpoint, stopping every replica
    * @description Each replica is stopped as any lease is (teardown verified); their leases stay in the ledger.
    */
-  deleteV1EndpointsName: {
+  deleteEndpoint: {
     parameters: {
       path: {
         name: string;
@@ -1877,7 +1877,7 @@ export interface operations {
    * Change an endpoint's scaling, cold start or budget
    * @description Also closes an open breaker: the next request rents again.
    */
-  patchV1EndpointsName: {
+  updateEndpoint: {
     parameters: {
       path: {
         name: string;
@@ -1943,7 +1943,7 @@ export interface operations {
    * A new key for an endpoint
    * @description The old key stops working at once; the new one is shown only in this answer.
    */
-  postV1EndpointsNameKeys: {
+  rotateEndpointKey: {
     parameters: {
       path: {
         name: string;

@@ -236,6 +236,7 @@ describe("the dashboard in a browser", () => {
       ["account", "/account"],
       ["reaper", "/reaper"],
       ["tokens", "/tokens"],
+      ["endpoints", "/endpoints"],
     ];
     // times show in the viewer's zone, with UTC on hover
     await page.goto(`${base}/leases/${lease.id}`);
