@@ -47,14 +47,17 @@ async function modelSuite(registryUrl: string): Promise<SuiteOptions> {
   };
 }
 
-/** Starts the local workers (sim on, fast polls) for the e2e files and stops them afterwards. */
-export default async function setup(project: TestProject) {
-  const registry = await startFakeRegistry();
-  const models = { model: await modelSuite(registry.url), gateway: await modelSuite(registry.url) };
-  const started = await Promise.all(
-    SUITES.map((suite) => {
-      const options: SuiteOptions = suite === "model" || suite === "gateway" ? models[suite] : { vars: [] };
-      return startWorker({
+/**
+ * One suite's worker. Six start side by side, each taking free ports as it goes, so a port found
+ * free can be taken by another workerd before this one binds it: that start is tried again on
+ * new ports (at most three times), never let fail the whole run.
+ */
+async function startSuite(suite: Suite, registryUrl: string) {
+  for (let attempt = 1; ; attempt++) {
+    const options: SuiteOptions =
+      suite === "model" || suite === "gateway" ? await modelSuite(registryUrl) : { vars: [] };
+    try {
+      return await startWorker({
         sim: true,
         port: options.port,
         // Every suite meets the default rate limits (60 requests, 10 rentals a minute), as a user does.
@@ -71,8 +74,16 @@ export default async function setup(project: TestProject) {
           ...options.vars,
         ],
       });
-    }),
-  );
+    } catch (error) {
+      if (attempt >= 3 || !String(error).includes("Address already in use")) throw error;
+    }
+  }
+}
+
+/** Starts the local workers (sim on, fast polls) for the e2e files and stops them afterwards. */
+export default async function setup(project: TestProject) {
+  const registry = await startFakeRegistry();
+  const started = await Promise.all(SUITES.map((suite) => startSuite(suite, registry.url)));
   project.provide(
     "workers",
     Object.fromEntries(
