@@ -1,7 +1,7 @@
 // Starts the local worker (wrangler dev) on a free loopback port with a throwaway state folder and
 // its D1 migrated. Used by the benches and the end-to-end suites (test/e2e).
 import { spawn } from "node:child_process";
-import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -100,6 +100,11 @@ export async function startWorker({
       await Promise.race([exited, new Promise((r) => setTimeout(r, 5_000))]);
     }
     rmSync(persist, { recursive: true, force: true });
+    // What the worker logged, kept for a failed run to be read afterwards (E2E_WORKER_LOGS=dir).
+    if (process.env.E2E_WORKER_LOGS) {
+      mkdirSync(process.env.E2E_WORKER_LOGS, { recursive: true });
+      writeFileSync(join(process.env.E2E_WORKER_LOGS, `worker-${port}.log`), log);
+    }
   };
   return { base, admin, api, json, log: () => log, inspectorPort, persist, stop };
 }
