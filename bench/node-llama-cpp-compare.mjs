@@ -8,29 +8,12 @@
 // it anywhere (`npm install node-llama-cpp@3.22.1`) and point NODE_LLAMA_CPP at it. Prints, per
 // model and context, both figures for the weights on the GPU and for KV cache + compute buffer,
 // and the difference. Exits non-zero when it compared nothing.
-import { spawnSync } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { importBundled } from "./lib/esbuild-entry.mjs";
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const outDir = join(root, "bench", "out");
-mkdirSync(outDir, { recursive: true });
-const bundle = join(outDir, "sizing.mjs");
-const build = spawnSync(
-  join(root, "node_modules", ".bin", "esbuild"),
-  [
-    join(root, "bench", "lib", "sizing-entry.ts"),
-    "--bundle",
-    "--platform=node",
-    "--format=esm",
-    `--outfile=${bundle}`,
-    "--log-level=warning",
-  ],
-  { stdio: "inherit" },
-);
-if (build.status !== 0) throw new Error("esbuild failed");
-const rule = await import(pathToFileURL(bundle).href);
+const rule = await importBundled("sizing-entry.ts", "sizing");
 const where = process.env.NODE_LLAMA_CPP;
 const nlc = await import(where ? pathToFileURL(join(where, "dist", "index.js")).href : "node-llama-cpp");
 

@@ -7,26 +7,9 @@
 // `--cases` also prints every changed case: the old answer, the new one and the oracle's (the
 // rule as written step by step from the sources, test/support/runner-oracle.ts). Exits non-zero
 // when it decided nothing, or when the rule and the oracle disagree anywhere.
-import { spawnSync } from "node:child_process";
-import { dirname, join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { importBundled } from "./lib/esbuild-entry.mjs";
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const out = join(root, "bench", "out", "sizing.mjs");
-const build = spawnSync(
-  join(root, "node_modules", ".bin", "esbuild"),
-  [
-    join(root, "bench", "lib", "sizing-entry.ts"),
-    "--bundle",
-    "--platform=node",
-    "--format=esm",
-    `--outfile=${out}`,
-    "--log-level=warning",
-  ],
-  { stdio: "inherit" },
-);
-if (build.status !== 0) throw new Error("esbuild failed");
-const m = await import(pathToFileURL(out).href);
+const m = await importBundled("sizing-entry.ts", "sizing");
 
 const showCases = process.argv.includes("--cases");
 // The table test's four contexts and the steps between them, where the margin decides.

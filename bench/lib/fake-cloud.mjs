@@ -4,30 +4,13 @@
 //   node bench/lib/fake-cloud.mjs [--delay-ms 300] [--boot-ms 5000] [--linger-ms 3000]
 //
 // prints the `npm start -- --var ...` arguments that point the worker at them.
-import { spawnSync } from "node:child_process";
 import { createServer } from "node:http";
-import { dirname, join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
-
-const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+import { pathToFileURL } from "node:url";
+import { importBundled } from "./esbuild-entry.mjs";
 
 /** Builds the fakes bundle (esbuild ships with wrangler) and imports it. */
 export async function loadFakes() {
-  const out = join(root, "bench", "out", "fakes.mjs");
-  const build = spawnSync(
-    join(root, "node_modules", ".bin", "esbuild"),
-    [
-      join(root, "bench", "lib", "fakes-entry.ts"),
-      "--bundle",
-      "--platform=node",
-      "--format=esm",
-      `--outfile=${out}`,
-      "--log-level=warning",
-    ],
-    { stdio: "inherit" },
-  );
-  if (build.status !== 0) throw new Error("esbuild failed");
-  return import(`${pathToFileURL(out).href}?t=${Date.now()}`);
+  return importBundled("fakes-entry.ts", "fakes");
 }
 
 async function toWebRequest(req, url) {
