@@ -9,11 +9,13 @@
 // model and context, both figures for the weights on the GPU and for KV cache + compute buffer,
 // and the difference. Exits non-zero when it compared nothing.
 import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { pathToFileURL } from "node:url";
+import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { importBundled } from "./lib/esbuild-entry.mjs";
 
 const rule = await importBundled("sizing-entry.ts", "sizing");
+/** where the GGUF headers it writes for node-llama-cpp go (bench/out, made by importBundled) */
+const outDir = join(dirname(fileURLToPath(import.meta.url)), "out");
 const where = process.env.NODE_LLAMA_CPP;
 const nlc = await import(where ? pathToFileURL(join(where, "dist", "index.js")).href : "node-llama-cpp");
 
