@@ -21,7 +21,7 @@ import { CrashFake, type CrashMode, CrashSwitch, driveToEnd, leaseRows, rentWith
  */
 
 type Name = "runpod" | "vast" | "vramfarm" | "sim";
-const MODES: CrashMode[] = ["fail", "abort", "lost", "stop"];
+const MODES: CrashMode[] = ["fail", "abort", "lost", "stop", "lost+stop"];
 
 const BODY: Record<Name, Record<string, unknown>> = {
   runpod: { provider: "runpod", gpu: "4090", template: "custom", image: "ghcr.io/you/batch:1", max_minutes: 5 },
@@ -37,14 +37,30 @@ const BODY: Record<Name, Record<string, unknown>> = {
   },
 };
 
+const LISTING_LAG_S = 15;
+/**
+ * The promise in docs/architecture.md: a machine nobody needs is verified gone within the listing
+ * lag + two keeper intervals (10 s each) + the teardown (terminate, the provider's linger, two gone
+ * reads: 15 s).
+ */
+const GONE_BOUND_S: Record<Name, number> = {
+  runpod: LISTING_LAG_S + 20 + 15,
+  vast: LISTING_LAG_S + 20 + 15,
+  vramfarm: 20 + 15,
+  sim: 20 + 15,
+};
+
 const clock = new TestClock();
 let installed: InstalledFakes | null = null;
 let current: CrashSwitch | null = null;
 let fakes: { runpod: RunpodFake; vast: VastFake; vramfarm: VramfarmFake } | null = null;
 
 function install(): void {
-  const runpod = new RunpodFake({ quirks: { bootMs: 30_000, lingerMs: 5_000 } });
+  // A new machine shows in the provider's list only LISTING_LAG_S after its create
+  // (docs/providers.md#runpod-ambiguous-create), so a lost create's lookup misses it at first.
+  const runpod = new RunpodFake({ quirks: { bootMs: 30_000, lingerMs: 5_000, listingLagMs: LISTING_LAG_S * 1000 } });
   const vast = new VastFake({ bootMs: 30_000, lingerMs: 5_000 });
+  vast.quirks.listingLagMs = LISTING_LAG_S * 1000;
   const vramfarm = new VramfarmFake({ bootMs: 30_000 });
   fakes = { runpod, vast, vramfarm };
   installed = installFakes(
@@ -79,6 +95,30 @@ async function stopNewest(): Promise<void> {
 /** The labels of the awaits of an uninterrupted rental, per provider. */
 const points = new Map<Name, string[]>();
 const results = new Map<string, Cell>();
+/** Per cell, seconds from the crash to the last machine of a lease that no longer needs one verified gone. */
+const goneSeconds = new Map<string, Gone>();
+
+type Gone = { seconds: number } | { skipped: "no machine" | "ran to its cap" };
+
+/**
+ * When the crashed request's machines were verified gone, counted from the crash: the lease's own
+ * machine (`teardown_verified_at`) and every other machine its creates made (`gone_at`). A lease
+ * that took the machine and ran to its `max_minutes` is not a stray's story, so it is skipped.
+ */
+async function timeToGone(crashedAt: number): Promise<Gone> {
+  const lease = (await leaseRows())[0];
+  if (!lease) return { skipped: "no machine" };
+  if (lease.stop_reason === "max_minutes") return { skipped: "ran to its cap" };
+  const { results: creates } = await env.DB.prepare(
+    "SELECT gone_at FROM lease_creates WHERE lease_id = ? AND gone_at IS NOT NULL",
+  )
+    .bind(lease.id)
+    .all<{ gone_at: string }>();
+  const times = creates.map((c) => Date.parse(c.gone_at));
+  if (lease.provider_ref && lease.teardown_verified_at) times.push(Date.parse(lease.teardown_verified_at));
+  if (times.length === 0) return { skipped: "no machine" };
+  return { seconds: (Math.max(...times) - crashedAt) / 1000 };
+}
 
 /** A clean world for one rental: new fakes, an empty sim, no leases. */
 async function freshWorld(): Promise<void> {
@@ -101,11 +141,14 @@ async function runCell(provider: Name, at: number, mode: CrashMode): Promise<Cel
   current = sw;
   const problems: string[] = [];
   let answer: Awaited<ReturnType<typeof rentWithCrash>>;
+  // The test clock stands still while the request runs: this is the crash's time.
+  const crashedAt = clock.now;
   try {
     answer = await rentWithCrash(sw, BODY[provider]);
   } finally {
     current = null;
   }
+  if (mode === "lost+stop") await stopNewest();
   if (at > 0 && !sw.reached) problems.push(`crash point ${at} never reached (${sw.seen.length} awaits)`);
   // Before the reaper's safety net runs: a lease the keeper called stopped must be gone for real.
   const early = new Set<string>();
@@ -123,6 +166,10 @@ async function runCell(provider: Name, at: number, mode: CrashMode): Promise<Cel
     }
   });
   for (const e of early) problems.push(e);
+  const gone = await timeToGone(crashedAt);
+  goneSeconds.set(`${provider}|${at}|${mode}`, gone);
+  if ("seconds" in gone && gone.seconds > GONE_BOUND_S[provider])
+    problems.push(`machine verified gone ${gone.seconds} s after the crash (bound ${GONE_BOUND_S[provider]} s)`);
   clock.advance(10 * 60_000);
   const alive = await aliveMachines();
   for (const m of alive) problems.push(`machine alive: ${m}`);
@@ -137,6 +184,26 @@ async function runCell(provider: Name, at: number, mode: CrashMode): Promise<Cel
     state: problems.length === 0 ? "held" : "not held",
     note: problems.length ? `answer ${status}; ${problems.join("; ")}` : "",
   };
+}
+
+/** The matrix's figure: per crash mode, the slowest "crash → machine verified gone", and which cell. */
+function goneSummary(provider: Name): string {
+  const lines = [`Crash → machine verified gone, ${provider} (seconds on the test clock):`];
+  for (const mode of MODES) {
+    const cells = [...goneSeconds.entries()].filter(
+      ([key]) => key.startsWith(`${provider}|`) && key.endsWith(`|${mode}`),
+    );
+    const measured = cells.flatMap(([key, g]) =>
+      "seconds" in g ? [{ at: key.split("|")[1], seconds: g.seconds }] : [],
+    );
+    const capped = cells.filter(([, g]) => "skipped" in g && g.skipped === "ran to its cap").length;
+    const slowest = measured.reduce((a, b) => (b.seconds > a.seconds ? b : a), { at: "-", seconds: 0 });
+    lines.push(
+      `- ${mode}: ${measured.length} cells with a machine to tear down, slowest ${slowest.seconds} s (await ${slowest.at}); ` +
+        `${capped} cells kept the machine and ran to max_minutes`,
+    );
+  }
+  return lines.join("\n");
 }
 
 function awaitRows(n: number): string[] {
@@ -205,6 +272,7 @@ export function crashMatrix(provider: Name): void {
     console.log(
       `\nCrash points (await × provider/mode): held / NOT HELD / n/a\n${table}\n\nAwaits:\n${legend.join("\n")}`,
     );
+    console.log(goneSummary(provider));
   });
 
   describe(`${provider} rent path`, async () => {

@@ -14,10 +14,11 @@ import { fireNext, type TestClock } from "../robustness/drive";
  *   abort: the request dies there: the call never returns, nothing after it runs
  *   lost:  the call is carried out, then the request dies (the provider's answer is lost)
  *   stop:  a stop for the lease arrives (its own request) just before the call is made
+ *   lost+stop: as lost, and the user (who got no answer) stops the lease from its list at once
  * Faults are injected by wrapping the request's env (D1, the sim's Durable Object) and the fakes'
  * fetch, never by editing the fakes; the keeper and the reaper run on the real env.
  */
-export type CrashMode = "fail" | "abort" | "lost" | "stop";
+export type CrashMode = "fail" | "abort" | "lost" | "stop" | "lost+stop";
 
 export interface CrashPlan {
   /** 1-based index of the await to crash at; 0 = no crash (a dry run that counts them) */
@@ -73,6 +74,7 @@ export class CrashSwitch {
         this.onReached();
         return new Promise<T>(() => undefined);
       case "lost":
+      case "lost+stop":
         await op().catch(() => undefined);
         this.onReached();
         return new Promise<T>(() => undefined);
@@ -212,12 +214,13 @@ export interface LeaseEnd {
   provider: string | null;
   provider_ref: string | null;
   label: string;
+  stop_reason: string | null;
   teardown_verified_at: string | null;
 }
 
 export async function leaseRows(): Promise<LeaseEnd[]> {
   const { results } = await env.DB.prepare(
-    "SELECT id, status, provider, provider_ref, label, teardown_verified_at FROM leases",
+    "SELECT id, status, provider, provider_ref, label, stop_reason, teardown_verified_at FROM leases",
   ).all<LeaseEnd>();
   return results;
 }
