@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { streamSSE } from "hono/streaming";
+import { type SSEStreamingApi, streamSSE } from "hono/streaming";
 import { resumeSession } from "../auth/sessions";
 import { leasesWithUnresolvedCreates } from "../leases/create-records";
 import { listEvents } from "../leases/ledger";
@@ -26,6 +26,17 @@ export function liveStream(c: Context<DashEnv>) {
   const leaseId = c.req.query("lease");
   const cookie = readSessionCookie(c);
   return streamSSE(c, async (stream) => {
+    try {
+      await follow(stream);
+    } catch (error) {
+      // A browser that navigates away drops the connection, and the read in flight fails with it
+      // ("Network connection lost"): nothing to report. Anything else is logged; the page's
+      // EventSource reconnects on its own.
+      if (!stream.aborted) services.log.warn("live_stream_failed", { error });
+    }
+  });
+
+  async function follow(stream: SSEStreamingApi) {
     const sent = new Map<string, string>();
     let afterSeq = Number(c.req.header("last-event-id")) || 0;
     const endAt = Date.now() + STREAM_MAX_MS;
@@ -83,7 +94,7 @@ export function liveStream(c: Context<DashEnv>) {
       if (Date.now() >= endAt) break;
       await stream.sleep(POLL_MS);
     }
-  });
+  }
 }
 
 /** What a region shows apart from the ticking figures: it is re-sent only when this changes. */
