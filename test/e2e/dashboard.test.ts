@@ -14,6 +14,7 @@ const DESKTOP = { width: 1280, height: 800 };
 const PHONE = { width: 390, height: 844 };
 
 let browser: Browser;
+let tourLease: Record<string, unknown> | undefined;
 /** console errors and uncaught exceptions of every page the suite opens (the cross-site one excepted) */
 const consoleErrors: string[] = [];
 
@@ -75,6 +76,10 @@ beforeAll(async () => {
   // A boot of a minute, as a real provider's is at least, at the default rate limits: the live
   // page must follow it without running into the API's 60 requests a minute.
   await api("/v1/sim/config", { method: "PUT", json: { boot_seconds: 60, ready_seconds: 1, linger_seconds: 1 } });
+  // The every-page tour needs a running lease: it boots while the first tests run.
+  tourLease = await api("/v1/leases", {
+    json: { provider: "sim", gpu: "4090", max_minutes: 90, max_cost: 2, name: "nightly-embed" },
+  });
   browser = await chromium.launch({
     executablePath: "/usr/bin/chromium",
     args: [
@@ -92,6 +97,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
+  if (tourLease) await api(`/v1/leases/${tourLease.id}/stop`, { method: "POST" });
 });
 
 describe("the dashboard in a browser", () => {
@@ -200,9 +206,7 @@ describe("the dashboard in a browser", () => {
   });
 
   it("every page: no serious or critical axe-core violation in light and dark, screenshots at desktop and phone width", async () => {
-    const lease = await api("/v1/leases", {
-      json: { provider: "sim", gpu: "4090", max_minutes: 90, max_cost: 2, name: "nightly-embed" },
-    });
+    const lease = tourLease as Record<string, unknown>;
     const schedule = await api("/v1/schedules", {
       json: {
         name: "nightly",
@@ -265,7 +269,6 @@ describe("the dashboard in a browser", () => {
     await page.emulateMedia({ colorScheme: "dark" });
     await page.goto(`${base}/`);
     await shoot(page, "leases-dark");
-    await api(`/v1/leases/${lease.id}/stop`, { method: "POST" });
     await api(`/v1/leases/${run.id}/stop`, { method: "POST" });
     await context.close();
   }, 180_000);
