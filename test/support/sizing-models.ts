@@ -243,7 +243,7 @@ export const SIZING_CARDS = [
   { key: "a10", name: "A10", vramGb: 24, memoryMib: 23_028 },
   { key: "rtx-4090", name: "RTX 4090", vramGb: 24, memoryMib: 24_564 },
   { key: "rtx-5090", name: "RTX 5090", vramGb: 32, memoryMib: 32_607 },
-  { key: "rtx-a6000", name: "RTX A6000", vramGb: 48, memoryMib: 49_140 },
+  { key: "rtx-a6000", name: "RTX A6000", vramGb: 48, memoryMib: 46_068 },
   { key: "h100-sxm", name: "H100 SXM", vramGb: 80, memoryMib: 81_559 },
   { key: "t4", name: "Tesla T4", vramGb: 16, memoryMib: 15_360 },
 ] as const;
