@@ -45,6 +45,7 @@ const PURE_SUITES = [
   "test/models/runner-table.test.ts",
   "test/offers/rank-measured.test.ts",
   "test/offers/rank.test.ts",
+  "test/providers/gpu-memory-doc.test.ts",
   "test/providers/runpod-sizing.test.ts",
   "test/reaper/plan.test.ts",
   "test/schedules/plan.test.ts",
