@@ -93,7 +93,7 @@ export const GPU_SPECS: readonly GpuSpec[] = [
   spec("rtx-3080-ti", "RTX 3080 Ti", 12, 12288, 912, ["NVIDIA GeForce RTX 3080 Ti"], ["RTX 3080 Ti"]),
   spec("rtx-3080", "RTX 3080", 10, 10240, 760, ["NVIDIA GeForce RTX 3080"], ["RTX 3080"]),
   spec("v100", "Tesla V100", 16, 16384, 900, ["Tesla V100-SXM2-16GB", "Tesla V100-PCIE-16GB"], ["Tesla V100", "V100"]),
-  spec("v100-32gb", "Tesla V100 32GB", 32, 32510, 900, ["Tesla V100-SXM2-32GB"], ["Tesla V100-SXM2-32GB"]),
+  spec("v100-32gb", "Tesla V100 32GB", 32, 32768, 900, ["Tesla V100-SXM2-32GB"], ["Tesla V100-SXM2-32GB"]),
 ];
 
 /** Lower case, alphanumerics only, vendor words dropped: "NVIDIA GeForce RTX 4090" -> "RTX 4090". */
