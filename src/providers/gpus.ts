@@ -44,9 +44,9 @@ export const GPU_SPECS: readonly GpuSpec[] = [
   spec("h100-nvl", "H100 NVL", 94, 95830, 3900, ["NVIDIA H100 NVL"], ["H100 NVL"]),
   spec("h100-sxm", "H100 SXM", 80, 81559, 3350, ["NVIDIA H100 80GB HBM3"], ["H100 SXM"]),
   spec("h100-pcie", "H100 PCIe", 80, 81559, 2000, ["NVIDIA H100 PCIe"], ["H100 PCIE"]),
-  spec("a100-sxm-80gb", "A100 SXM 80GB", 80, 81920, 2039, ["NVIDIA A100-SXM4-80GB"], ["A100 SXM4", "A100 SXM"]),
-  spec("a100-pcie-80gb", "A100 PCIe 80GB", 80, 81920, 1935, ["NVIDIA A100 80GB PCIe"], ["A100 PCIE"]),
-  spec("a100-pcie-40gb", "A100 PCIe 40GB", 40, 40960, 1555, ["NVIDIA A100-PCIE-40GB"], ["A100 PCIE 40GB"]),
+  spec("a100-sxm-80gb", "A100 SXM 80GB", 80, 81251, 2039, ["NVIDIA A100-SXM4-80GB"], ["A100 SXM4", "A100 SXM"]),
+  spec("a100-pcie-80gb", "A100 PCIe 80GB", 80, 81251, 1935, ["NVIDIA A100 80GB PCIe"], ["A100 PCIE"]),
+  spec("a100-pcie-40gb", "A100 PCIe 40GB", 40, 40536, 1555, ["NVIDIA A100-PCIE-40GB"], ["A100 PCIE 40GB"]),
   spec("mi300x", "MI300X", 192, 196288, 5300, ["AMD Instinct MI300X OAM"], ["Instinct MI300X", "MI300X"], "amd"),
   spec(
     "rtx-pro-6000",
@@ -86,14 +86,14 @@ export const GPU_SPECS: readonly GpuSpec[] = [
   spec("rtx-a4000", "RTX A4000", 16, 16376, 448, ["NVIDIA RTX A4000"], ["RTX A4000"]),
   spec("rtx-4000-ada", "RTX 4000 Ada", 20, 20475, 360, ["NVIDIA RTX 4000 Ada Generation"], ["RTX 4000Ada"]),
   spec("rtx-2000-ada", "RTX 2000 Ada", 16, 16380, 224, ["NVIDIA RTX 2000 Ada Generation"], ["RTX 2000Ada"]),
-  spec("a30", "A30", 24, 24576, 933, ["NVIDIA A30"], ["A30"]),
+  spec("a30", "A30", 24, 24258, 933, ["NVIDIA A30"], ["A30"]),
   spec("l4", "L4", 24, 23034, 300, ["NVIDIA L4"], ["L4"]),
   spec("a10", "A10", 24, 23028, 600, [], ["A10"]),
   spec("t4", "Tesla T4", 16, 15360, 320, [], ["Tesla T4", "T4"]),
   spec("rtx-3080-ti", "RTX 3080 Ti", 12, 12288, 912, ["NVIDIA GeForce RTX 3080 Ti"], ["RTX 3080 Ti"]),
   spec("rtx-3080", "RTX 3080", 10, 10240, 760, ["NVIDIA GeForce RTX 3080"], ["RTX 3080"]),
-  spec("v100", "Tesla V100", 16, 16384, 900, ["Tesla V100-SXM2-16GB", "Tesla V100-PCIE-16GB"], ["Tesla V100", "V100"]),
-  spec("v100-32gb", "Tesla V100 32GB", 32, 32768, 900, ["Tesla V100-SXM2-32GB"], ["Tesla V100-SXM2-32GB"]),
+  spec("v100", "Tesla V100", 16, 16160, 900, ["Tesla V100-SXM2-16GB", "Tesla V100-PCIE-16GB"], ["Tesla V100", "V100"]),
+  spec("v100-32gb", "Tesla V100 32GB", 32, 32510, 900, ["Tesla V100-SXM2-32GB"], ["Tesla V100-SXM2-32GB"]),
 ];
 
 /** Lower case, alphanumerics only, vendor words dropped: "NVIDIA GeForce RTX 4090" -> "RTX 4090". */
