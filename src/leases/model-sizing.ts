@@ -89,18 +89,13 @@ export async function sizeModel(
     model: {
       name: need.name,
       digest: need.digest,
-      weights_gb: input.weights_gb ?? weightsGb(facts.weights_bytes),
+      weights_gb: input.weights_gb ?? need.weights_gb,
       vram_need_gb: input.vram_gb ?? need.vram_need_gb,
       context_length: need.context_length,
       loaded_at: null,
     },
     facts,
   };
-}
-
-/** The download as the lease shows it: GB to two decimals, as near as they say (1,321,082,688 bytes: 1.32). */
-export function weightsGb(bytes: number): number {
-  return Math.round(bytes / 1e7) / 100;
 }
 
 /** How a model fits an offer's cards: the need for that many cards, and what is left over. */
