@@ -17,7 +17,11 @@ import { libraryProfile } from "./library";
 const LIBRARY_HOST = "library.sim.invalid";
 export const SIM_LIBRARY_URL = `https://${LIBRARY_HOST}`;
 
-/** The models it serves and their weights' bytes (the Ollama library's builds of these tags). */
+/**
+ * The models it serves and their weights' bytes: the registry's own for llama3.2:1b, qwen2.5:32b
+ * and qwen2.5:72b (as test/fakes/ollama-registry.ts has them), the sizes the Ollama library lists
+ * for the others (2.0, 4.7 and 4.9 GB).
+ */
 const WEIGHTS: Record<string, number> = {
   "llama3.2:1b": 1_321_082_688,
   "llama3.2:3b": 2_019_377_376,
