@@ -104,8 +104,17 @@ describe("the sim's library as a registry (SIM_MODELS=library)", () => {
     for (const offer of single) expect(offer.fits?.vram_need_gb).toBe(3.06);
     expect(body.errors).toEqual([]);
 
-    const unknown = await api("/v1/offers?model=nosuchmodel:1b&provider=sim");
-    expect(unknown.status).toBe(400);
+    // Only the library's own names: another model, namespace or registry is not in it (400), and
+    // nothing is fetched for any of them.
+    for (const model of [
+      "nosuchmodel:1b",
+      "someone/llama3.2:1b",
+      "hf.co/bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M",
+    ]) {
+      const res = await api(`/v1/offers?model=${encodeURIComponent(model)}&provider=sim`);
+      expect(res.status, model).toBe(400);
+      expect(((await res.json()) as { code: string }).code).toBe("invalid_request");
+    }
     expect(outbound).toEqual([]);
   });
 
