@@ -1,4 +1,4 @@
-import type { ModelLibrary } from "../models/facts";
+import { cachedFactsOf, type ModelLibrary } from "../models/facts";
 import {
   fitOnCards,
   type ModelFacts,
@@ -172,4 +172,27 @@ export function fitOn(
   }
   const need = sizing.model.vram_need_gb ?? 0;
   return memoryGib >= need ? { vram_need_gb: need, headroom_gb: round2(memoryGib - need) } : null;
+}
+
+/**
+ * A lease's model facts for its measured bandwidth, with no registry call: from its provider's own
+ * library (the sim's, in process) when the digest is the one the lease was sized with, else the
+ * registry's cache (table model_manifests). Null when neither has them.
+ */
+export async function leaseModelFacts(
+  services: Pick<Services, "db" | "config" | "providers">,
+  provider: ProviderName,
+  model: { name: string; digest: string | null },
+): Promise<ModelFacts | null> {
+  if (!model.digest) return null;
+  const library = modelSourceGroups(services, [provider])[0]?.library;
+  if (!library) return cachedFactsOf(services.db, services.config, model.name, model.digest);
+  const parsed = parseModelRef(model.name);
+  if (!parsed.ok) return null;
+  try {
+    const facts = await library.facts(parsed.ref);
+    return facts.digest === model.digest ? facts : null;
+  } catch {
+    return null;
+  }
 }

@@ -1,11 +1,13 @@
 import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { overlayVars } from "../../src/config";
+import { loadConfig, overlayVars } from "../../src/config";
 import worker from "../../src/index";
+import { leaseModelFacts } from "../../src/leases/model-sizing";
 import type { Lease } from "../../src/leases/schema";
 import { parseModelRef } from "../../src/models/reference";
 import { runnerFit } from "../../src/models/runner";
+import { createServices } from "../../src/services";
 import { simCloud } from "../../src/sim/cloud";
 import { libraryModel, profileFacts } from "../../src/sim/ollama/library";
 import { SIM_LIBRARY_MODELS, simModelLibrary } from "../../src/sim/ollama/library-registry";
@@ -196,6 +198,22 @@ describe("the sim's library as a registry (SIM_MODELS=library)", () => {
     await waitOnExecutionContext(ctx);
     expect(chat.status, answer).toBe(200);
     expect(JSON.parse(answer)).toMatchObject({ object: "chat.completion", model: "llama3.2:1b" });
+    expect(outbound).toEqual([]);
+  });
+});
+
+describe("a sim lease's measured bandwidth", () => {
+  it("is worked out from the library's facts for the build it was sized with, never by a registry call", async () => {
+    fakes = installFakes(offline);
+    const services = createServices(env, loadConfig(env));
+    const facts = await simModelLibrary.facts(parseRef("llama3.2:1b"));
+    expect(await leaseModelFacts(services, "sim", { name: "llama3.2:1b", digest: facts.digest })).toEqual(facts);
+    // Another build than the lease's, or no digest: no facts (the figure then uses the weights alone).
+    const other = `sha256:${"0".repeat(64)}`;
+    expect(await leaseModelFacts(services, "sim", { name: "llama3.2:1b", digest: other })).toBeNull();
+    expect(await leaseModelFacts(services, "sim", { name: "llama3.2:1b", digest: null })).toBeNull();
+    // A cloud's lease: the registry's cache only (empty here).
+    expect(await leaseModelFacts(services, "runpod", { name: "llama3.2:1b", digest: facts.digest })).toBeNull();
     expect(outbound).toEqual([]);
   });
 });
