@@ -67,6 +67,9 @@ async function workersProject(include: string[], exclude: string[]): Promise<Tes
             VAST_API_KEY: "vast-test-key-0123456789abcdef",
             VRAMFARM_TOKEN: "gf_live_testtoken0123456789",
             ENABLE_SIM: "true",
+            // Sim model leases size and pull from the registry fake, as real ones do; a suite of
+            // the sim's own library lays SIM_MODELS=library over this (test/sim/library-offline.test.ts).
+            SIM_MODELS: "registry",
             RUNPOD_GRAPHQL_URL: "http://runpod.fake/graphql",
             RUNPOD_API_URL: "http://runpod.fake",
             RUNPOD_TRANSPORT: "rest",

@@ -49,7 +49,14 @@ const registry = await startFakeRegistry();
 const worker = await startWorker({
   port: await freePort(),
   sim: true,
-  vars: ["--var", `OLLAMA_REGISTRY_URL:${registry.url}`, "--var", `POLL_INTERVAL_S:${POLL_S}`],
+  vars: [
+    "--var",
+    `OLLAMA_REGISTRY_URL:${registry.url}`,
+    "--var",
+    "SIM_MODELS:registry",
+    "--var",
+    `POLL_INTERVAL_S:${POLL_S}`,
+  ],
 });
 const json = (path, init) => worker.json(path, init);
 const limit = setTimeout(async () => {

@@ -47,6 +47,8 @@ const worker = await startWorker({
     `RUNPOD_PROXY_TEMPLATE:${ollama.url}/pod/{id}-{port}`,
     "--var",
     `OLLAMA_REGISTRY_URL:${registry.url}`,
+    "--var",
+    "SIM_MODELS:registry",
   ],
 });
 let stopped = false;

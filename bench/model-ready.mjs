@@ -33,6 +33,8 @@ const worker = await startWorker({
     "--var",
     `OLLAMA_REGISTRY_URL:${registry.url}`,
     "--var",
+    "SIM_MODELS:registry",
+    "--var",
     `PUBLIC_URL:http://127.0.0.1:${port}`,
     "--var",
     `POLL_INTERVAL_S:${pollS}`,

@@ -84,6 +84,11 @@ const varsSchema = z.object({
     .refine((v) => v.includes("{id}") && v.includes("{port}"), "must contain {id} and {port}")
     .default("https://{id}-{port}.proxy.runpod.net"),
   ENABLE_SIM: flag.default(false),
+  SIM_MODELS: z
+    .string()
+    .trim()
+    .pipe(z.enum(["library", "registry"]))
+    .default("library"),
   /** requests a minute per inference key or token on /llm/…; 0 = unlimited */
   INFER_RATE_LIMIT_PER_MIN: wholeNumber(0, 1_000_000).default(0),
   /** how long a gateway request's usage waits to ride on the lease's next request (0: sent at once) */
@@ -154,6 +159,11 @@ export interface Config {
   ollamaRegistries: string[];
   runpodProxyTemplate: string;
   enableSim: boolean;
+  /**
+   * where the sim's model leases are sized from and its machines pull: `library`, the sim's own
+   * model library, in process (no network); `registry`, OLLAMA_REGISTRY_URL as real machines (docs/models.md)
+   */
+  simModels: "library" | "registry";
   inferRateLimitPerMin: number;
   gatewayUsageHoldMs: number;
   ollamaImage: string;
@@ -212,6 +222,7 @@ function toConfig(v: Vars): Config {
     ollamaRegistries: v.OLLAMA_REGISTRIES,
     runpodProxyTemplate: v.RUNPOD_PROXY_TEMPLATE,
     enableSim: v.ENABLE_SIM,
+    simModels: v.SIM_MODELS,
     inferRateLimitPerMin: v.INFER_RATE_LIMIT_PER_MIN,
     gatewayUsageHoldMs: v.GATEWAY_USAGE_HOLD_MS,
     ollamaImage: v.OLLAMA_IMAGE,

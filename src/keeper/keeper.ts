@@ -15,11 +15,11 @@ import {
 import { idleDeadline, idleDetail } from "../leases/idle";
 import { eventStatements, getLease, type LeasePatch, type LeaseRow, type NewEvent } from "../leases/ledger";
 import { claimFound, lookupMachines } from "../leases/lookup";
+import { leaseModelFacts } from "../leases/model-sizing";
 import { type RentEnd, rentalConcluded, settleRental } from "../leases/rental";
 import type { StopReason } from "../leases/schema";
 import { scrubError } from "../lib/scrub";
 import { iso, ms } from "../lib/time";
-import { cachedFactsOf } from "../models/facts";
 import { offerHost } from "../offers/bandwidth";
 import { leaseBandwidthGbs } from "../offers/lease-bandwidth";
 import { recordBandwidthSample } from "../offers/measured";
@@ -782,12 +782,7 @@ export class LeaseKeeper extends DurableObject<Env> {
       gpu: lease.gpu,
       gpu_count: lease.gpu_count ?? 1,
       host: offerHost({ provider: lease.provider, offer_id: lease.offer_id }),
-      gbs: leaseBandwidthGbs(
-        tokensPerS,
-        model,
-        model.digest ? await cachedFactsOf(services.db, services.config, model.name, model.digest) : null,
-        meter,
-      ),
+      gbs: leaseBandwidthGbs(tokensPerS, model, await leaseModelFacts(services, lease.provider, model), meter),
       at: iso(now),
       lease_id: leaseId,
     });

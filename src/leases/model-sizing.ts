@@ -1,3 +1,4 @@
+import { cachedFactsOf, type ModelLibrary } from "../models/facts";
 import {
   fitOnCards,
   type ModelFacts,
@@ -10,7 +11,7 @@ import { parseModelRef } from "../models/reference";
 import { RegistryNotAllowedError } from "../models/registry";
 import { gibUp } from "../models/runner";
 import { offerMemoryMib } from "../providers/gpus";
-import type { ProviderOffer } from "../providers/types";
+import { type Provider, type ProviderName, type ProviderOffer, providerNames } from "../providers/types";
 import type { Services } from "../services";
 import { RentRefusal } from "./refusal";
 import type { LeaseInput } from "./schema";
@@ -32,13 +33,58 @@ export interface ModelSizing {
 }
 
 /**
- * Sizes a model lease from the registry (cached): the weights, and the VRAM the requested context
- * needs. An unknown model is a 400; an unreachable registry a 502, unless the caller gave
- * `weights_gb` and `vram_gb` (then the lease is sized by those, with no digest).
+ * Configured providers grouped by where their machines pull models from: the configured registry
+ * (`library` null: OLLAMA_REGISTRY_URL and the hosts of OLLAMA_REGISTRIES) or a provider's own
+ * library (the sim's, in process). Each group's offers are sized from its own source.
+ */
+export interface ModelSourceGroup {
+  library: ModelLibrary | null;
+  providers: ProviderName[];
+}
+
+export function modelSourceGroups(
+  services: Pick<Services, "providers">,
+  names: readonly ProviderName[] = providerNames,
+): ModelSourceGroup[] {
+  const groups: ModelSourceGroup[] = [];
+  for (const name of names) {
+    let provider: Provider | null;
+    try {
+      provider = services.providers.get(name);
+    } catch {
+      provider = null; // an adapter that cannot be built is reported by the listing
+    }
+    if (!provider) continue;
+    const library = provider.modelLibrary ?? null;
+    const group = groups.find((g) => g.library === library);
+    if (group) group.providers.push(name);
+    else groups.push({ library, providers: [name] });
+  }
+  return groups;
+}
+
+/**
+ * Sizes a model lease from where the providers it may use pull it: their one source when they
+ * share one (under `npm start` only the sim is configured: its library), else the configured
+ * registry. Callers that mix sources size each group itself (sizeModelFrom).
  */
 export async function sizeModel(
+  services: Pick<Services, "db" | "config" | "clock" | "providers">,
+  input: Pick<LeaseInput, "model" | "context_length" | "weights_gb" | "vram_gb" | "provider">,
+): Promise<ModelSizing | RentRefusal | null> {
+  const groups = modelSourceGroups(services, input.provider ? [input.provider] : providerNames);
+  return sizeModelFrom(services, input, groups.length === 1 ? groups[0]!.library : null);
+}
+
+/**
+ * Sizes a model lease from `library`, or with none from the registry (cached): the weights, and
+ * the VRAM the requested context needs. An unknown model is a 400; an unreachable registry a 502,
+ * unless the caller gave `weights_gb` and `vram_gb` (then the lease is sized by those, with no digest).
+ */
+export async function sizeModelFrom(
   services: Pick<Services, "db" | "config" | "clock">,
   input: Pick<LeaseInput, "model" | "context_length" | "weights_gb" | "vram_gb">,
+  library: ModelLibrary | null,
 ): Promise<ModelSizing | RentRefusal | null> {
   if (!input.model) return null;
   const parsed = parseModelRef(input.model);
@@ -49,7 +95,7 @@ export async function sizeModel(
   }
   let facts: ModelFacts;
   try {
-    facts = await modelFacts(services, parsed.ref);
+    facts = library ? await library.facts(parsed.ref) : await modelFacts(services, parsed.ref);
   } catch (error) {
     if (error instanceof RegistryNotAllowedError) {
       return new RentRefusal("invalid_request", `invalid model reference: ${error.message}`, {
@@ -89,18 +135,13 @@ export async function sizeModel(
     model: {
       name: need.name,
       digest: need.digest,
-      weights_gb: input.weights_gb ?? weightsGb(facts.weights_bytes),
+      weights_gb: input.weights_gb ?? need.weights_gb,
       vram_need_gb: input.vram_gb ?? need.vram_need_gb,
       context_length: need.context_length,
       loaded_at: null,
     },
     facts,
   };
-}
-
-/** The download as the lease shows it: GB to two decimals, as near as they say (1,321,082,688 bytes: 1.32). */
-export function weightsGb(bytes: number): number {
-  return Math.round(bytes / 1e7) / 100;
 }
 
 /** How a model fits an offer's cards: the need for that many cards, and what is left over. */
@@ -131,4 +172,27 @@ export function fitOn(
   }
   const need = sizing.model.vram_need_gb ?? 0;
   return memoryGib >= need ? { vram_need_gb: need, headroom_gb: round2(memoryGib - need) } : null;
+}
+
+/**
+ * A lease's model facts for its measured bandwidth, with no registry call: from its provider's own
+ * library (the sim's, in process) when the digest is the one the lease was sized with, else the
+ * registry's cache (table model_manifests). Null when neither has them.
+ */
+export async function leaseModelFacts(
+  services: Pick<Services, "db" | "config" | "providers">,
+  provider: ProviderName,
+  model: { name: string; digest: string | null },
+): Promise<ModelFacts | null> {
+  if (!model.digest) return null;
+  const library = modelSourceGroups(services, [provider])[0]?.library;
+  if (!library) return cachedFactsOf(services.db, services.config, model.name, model.digest);
+  const parsed = parseModelRef(model.name);
+  if (!parsed.ok) return null;
+  try {
+    const facts = await library.facts(parsed.ref);
+    return facts.digest === model.digest ? facts : null;
+  } catch {
+    return null;
+  }
 }

@@ -4,10 +4,17 @@ import { randomSecret, sha256Hex } from "../lib/crypto";
 import { newId } from "../lib/ids";
 import { scrubError, scrubText, secretsOf } from "../lib/scrub";
 import { iso } from "../lib/time";
+import { compareRanked } from "../offers/rank";
 import type { OffersQuery } from "../offers/schemas";
 import { findOffer, listRankedOffers, type RankedOffer } from "../offers/service";
 import { OLLAMA_PORT } from "../providers/ollama";
-import type { MachineSpec, Provider } from "../providers/types";
+import {
+  type MachineSpec,
+  type Provider,
+  type ProviderName,
+  ProviderNameSchema,
+  providerNames,
+} from "../providers/types";
 import { hidingValues, type Services } from "../services";
 import {
   type CreateRecord,
@@ -30,7 +37,7 @@ import {
   toLease,
 } from "./ledger";
 import { claimFound, lookupMachines } from "./lookup";
-import { fitOn, type ModelSizing, type StoredModel, sizeModel } from "./model-sizing";
+import { fitOn, type ModelSizing, modelSourceGroups, type StoredModel, sizeModelFrom } from "./model-sizing";
 import type { WorstCaseBilling } from "./pricing";
 import { withinProviderLimits } from "./provider-limits";
 import { type RentOutcome, RentRefusal } from "./refusal";
@@ -73,11 +80,10 @@ export async function createLease(services: Services, input: LeaseInput, options
   }
 
   // A model lease is sized by its model (registry manifest and GGUF header), not by the caller.
-  const sizing = await sizeModel(services, input);
-  if (sizing instanceof RentRefusal) return { ok: false, refusal: sizing };
-  if (sizing) input = sizedInput(input, sizing);
-  const candidates = await candidateOffers(services, input, sizing);
-  if (candidates instanceof RentRefusal) return { ok: false, refusal: candidates };
+  const chosen = await sizedCandidates(services, input);
+  if (chosen instanceof RentRefusal) return { ok: false, refusal: chosen };
+  const { sizing, candidates } = chosen;
+  input = chosen.input;
   const allowed = withinProviderLimits(services, input, candidates);
   if (allowed instanceof RentRefusal) return { ok: false, refusal: allowed };
   const budget = { daily: services.config.budgetDailyUsd, monthly: services.config.budgetMonthlyUsd };
@@ -218,13 +224,49 @@ function sizedInput(input: LeaseInput, sizing: ModelSizing): LeaseInput {
   };
 }
 
+interface SizedCandidates {
+  input: LeaseInput;
+  sizing: ModelSizing | null;
+  candidates: RankedOffer[];
+}
+
+/**
+ * A model lease's sizing and the offers it fits, each provider's offers sized from where its
+ * machines pull the model (modelSourceGroups). One rental's offers share one source, since the
+ * lease keeps one model's sizes: with several (the sim's library and the registry), the source
+ * whose best fitting offer ranks first; a source that cannot size the model (the registry is
+ * unreachable) leaves the others. When none can, the registry's refusal is the answer.
+ */
+async function sizedCandidates(services: Services, input: LeaseInput): Promise<SizedCandidates | RentRefusal> {
+  const named = input.offer_id ? ProviderNameSchema.safeParse(input.offer_id.split(":", 1)[0]).data : input.provider;
+  const groups = input.model ? modelSourceGroups(services, named ? [named] : providerNames) : [];
+  const mixed = groups.length > 1;
+  const sources = mixed ? groups : [{ library: groups[0]?.library ?? null, providers: undefined }];
+  const results = await Promise.all(
+    sources.map(async ({ library, providers }): Promise<SizedCandidates | RentRefusal> => {
+      const sizing = await sizeModelFrom(services, input, library);
+      if (sizing instanceof RentRefusal) return sizing;
+      const sized = sizing ? sizedInput(input, sizing) : input;
+      const candidates = await candidateOffers(services, sized, sizing, providers);
+      return candidates instanceof RentRefusal ? candidates : { input: sized, sizing, candidates };
+    }),
+  );
+  const usable = results.filter((r): r is SizedCandidates => !(r instanceof RentRefusal));
+  if (usable.length === 0) {
+    const registry = sources.findIndex((s) => s.library === null);
+    return results[Math.max(0, registry)] as RentRefusal;
+  }
+  return usable.sort((a, b) => compareRanked(a.candidates[0]!, b.candidates[0]!))[0]!;
+}
+
 /** The offers to try, best first, that the model (if any) fits: the one named, or the ranked offers for the filters. */
 async function candidateOffers(
   services: Services,
   input: LeaseInput,
   sizing: ModelSizing | null,
+  providers?: ProviderName[],
 ): Promise<RankedOffer[] | RentRefusal> {
-  const offers = await listedCandidates(services, input);
+  const offers = await listedCandidates(services, input, providers);
   if (offers instanceof RentRefusal || !sizing) return offers;
   const fitting = offers.filter((offer) => fitOn(sizing, offer.source) !== null);
   if (fitting.length > 0) return fitting;
@@ -238,7 +280,11 @@ async function candidateOffers(
     : new RentRefusal("no_capacity", `no offer fits ${sizing.model.name} (about ${need} GB of GPU memory)`);
 }
 
-async function listedCandidates(services: Services, input: LeaseInput): Promise<RankedOffer[] | RentRefusal> {
+async function listedCandidates(
+  services: Services,
+  input: LeaseInput,
+  providers?: ProviderName[],
+): Promise<RankedOffer[] | RentRefusal> {
   const sizing = { vram_gb: input.vram_gb, weights_gb: input.weights_gb };
   if (input.offer_id) {
     let offer: RankedOffer | null;
@@ -266,7 +312,10 @@ async function listedCandidates(services: Services, input: LeaseInput): Promise<
     }
     return [offer];
   }
-  const listed = await listRankedOffers(services, offersQueryFor(input));
+  const listed = await listRankedOffers(services, {
+    ...offersQueryFor(input),
+    ...(providers ? { provider: providers } : {}),
+  });
   if (listed.offers.length === 0) {
     const why = listed.errors.map((e) => `${e.provider}: ${e.error}`).join("; ");
     return new RentRefusal("no_capacity", `no offer matches the request${why ? ` (${why})` : ""}`, {

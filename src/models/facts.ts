@@ -23,6 +23,17 @@ interface Services {
   clock: () => number;
 }
 
+type RegistryConfig = Pick<Config, "ollamaRegistryUrl" | "ollamaRegistries">;
+
+/**
+ * A registry of the worker's own, asked in process rather than over the network (the simulated
+ * cloud's model library): a provider whose machines pull from one is sized from it (Provider port).
+ */
+export interface ModelLibrary {
+  /** throws ModelNotFoundError for a model it does not serve */
+  facts(ref: ModelRef): Promise<ModelFacts>;
+}
+
 interface Row {
   name: string;
   registry: string;
@@ -65,7 +76,7 @@ function weightsOf(ref: ModelRef, manifest: Manifest): { bytes: number; model: M
 
 async function readArch(
   ref: ModelRef,
-  config: Config,
+  config: RegistryConfig,
   layer: Manifest["layers"][number],
   fetchImpl: typeof fetch,
 ): Promise<ModelFacts["arch"]> {
@@ -93,7 +104,7 @@ const PARAMS_MAX_BYTES = 64 * 1024;
  */
 async function readParamsNumCtx(
   ref: ModelRef,
-  config: Config,
+  config: RegistryConfig,
   manifest: Manifest,
   fetchImpl: typeof fetch,
 ): Promise<number | null> {
@@ -126,6 +137,24 @@ async function readParamsNumCtx(
     throw new RegistryUnavailableError(`cannot size ${ref.canonical}: its params set num_ctx to ${String(numCtx)}`);
   }
   return numCtx;
+}
+
+/**
+ * A model's facts read from a registry, uncached: its manifest, its GGUF header and its params,
+ * through `fetchImpl` (the sim's library answers in process: src/sim/ollama/library-registry.ts).
+ */
+export async function readModelFacts(
+  ref: ModelRef,
+  config: RegistryConfig,
+  fetchImpl: typeof fetch,
+): Promise<ModelFacts> {
+  const manifest = await fetchManifest(ref, config, fetchImpl);
+  const weights = weightsOf(ref, manifest);
+  const arch = {
+    ...(await readArch(ref, config, weights.model, fetchImpl)),
+    params_num_ctx: await readParamsNumCtx(ref, config, manifest, fetchImpl),
+  };
+  return { name: ref.canonical, digest: manifest.digest, weights_bytes: weights.bytes, arch };
 }
 
 /**

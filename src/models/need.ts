@@ -11,7 +11,7 @@ export type { ModelFacts } from "./schema";
 export interface ModelNeed {
   name: string;
   digest: string;
-  /** weights_bytes / 1e9, rounded up to 0.1 */
+  /** weights_bytes / 1e9 to two decimals, as near as they say (1,321,082,688 bytes: 1.32) */
   weights_gb: number;
   /** the context Ollama runs the model with: its params' num_ctx, else the one asked (else DEFAULT_CONTEXT_LENGTH), capped at the trained context */
   context_length: number;
@@ -45,14 +45,15 @@ export function singleCardNeedBytes(facts: ModelFacts, context: number): number 
   return load.weights + load.kv + load.compute + FIT_MARGIN_BYTES + CARD_RESERVED_BYTES;
 }
 
-const roundUpTenth = (value: number) => Math.ceil(Math.round(value * 1e6) / 1e5) / 10;
+/** The download as a lease shows it: GB to two decimals, as near as they say. */
+const weightsGb = (bytes: number) => Math.round(bytes / 1e7) / 100;
 
 export function needOf(facts: ModelFacts, contextLength: number | null): ModelNeed {
   const context = contextFor(facts, contextLength);
   return {
     name: facts.name,
     digest: facts.digest,
-    weights_gb: roundUpTenth(facts.weights_bytes / 1e9),
+    weights_gb: weightsGb(facts.weights_bytes),
     context_length: context,
     vram_need_gb: gibUp(singleCardNeedBytes(facts, context)),
   };

@@ -1,17 +1,10 @@
 import { createRoute } from "@hono/zod-openapi";
 import { requireScope } from "../auth/middleware";
-import { ApiError, errorResponses, refusalError } from "../errors";
-import { fitOn, sizeModel } from "../leases/model-sizing";
-import { RentRefusal } from "../leases/refusal";
+import { errorResponses } from "../errors";
 import { bearerSecurity, createRouter } from "../router";
+import { listModelOffers } from "./model-offers";
 import { toOffer } from "./rank";
-import {
-  DEFAULT_OFFER_LIMIT,
-  MAX_OFFER_LIMIT,
-  OffersQueryParamsSchema,
-  OffersResponseSchema,
-  OfferTypesResponseSchema,
-} from "./schemas";
+import { OffersQueryParamsSchema, OffersResponseSchema, OfferTypesResponseSchema } from "./schemas";
 import { listOfferTypes, listRankedOffers } from "./service";
 
 const offersRoute = createRoute({
@@ -56,28 +49,7 @@ export const offerRoutes = createRouter()
       const result = await listRankedOffers(services, query);
       return c.json({ ...result, offers: result.offers.map(toOffer) }, 200);
     }
-    const sizing = await sizeModel(services, {
-      model,
-      context_length,
-      weights_gb: query.weights_gb,
-      vram_gb: query.vram_gb,
-    });
-    if (sizing instanceof RentRefusal) throw refusalError(sizing);
-    if (!sizing) throw new ApiError("invalid_request", "invalid query: model");
-    // Ranked for these weights; the fit (per card count) is checked on every offer listed.
-    const result = await listRankedOffers(services, {
-      ...query,
-      weights_gb: sizing.model.weights_gb,
-      vram_gb: query.vram_gb ?? sizing.model.vram_need_gb ?? undefined,
-      template: "ollama",
-      limit: MAX_OFFER_LIMIT,
-    });
-    const offers = result.offers
-      .map((offer) => ({ offer, fits: fitOn(sizing, offer.source) }))
-      .filter((o) => o.fits !== null)
-      .slice(0, query.limit ?? DEFAULT_OFFER_LIMIT)
-      .map(({ offer, fits }) => ({ ...toOffer(offer), fits: fits ?? undefined }));
-    return c.json({ ...result, offers }, 200);
+    return c.json(await listModelOffers(services, { model, context_length }, query), 200);
   })
   .openapi(offerTypesRoute, async (c) => {
     return c.json(await listOfferTypes(c.get("services"), c.req.valid("query")), 200);

@@ -1,5 +1,6 @@
 import type { Config } from "../config";
 import type { Clock, Sleep } from "../lib/time";
+import { simModelLibrary } from "../sim/ollama/library-registry";
 import { createRunpodProvider } from "./runpod";
 import { createRunpodRestProvider } from "./runpod-rest";
 import { createSimProvider } from "./sim";
@@ -62,7 +63,12 @@ export function createProviders(env: Env, config: Config, clock: Clock, sleep: S
           : null;
       case "sim":
         return config.enableSim
-          ? createSimProvider({ namespace: env.SIM_CLOUD, clock, publicUrl: config.publicUrl })
+          ? createSimProvider({
+              namespace: env.SIM_CLOUD,
+              clock,
+              publicUrl: config.publicUrl,
+              modelLibrary: config.simModels === "library" ? simModelLibrary : undefined,
+            })
           : null;
     }
   };

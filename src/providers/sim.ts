@@ -1,4 +1,5 @@
 import type { Clock } from "../lib/time";
+import type { ModelLibrary } from "../models/facts";
 import { type SimCloud, type SimMachineView, type SimRead, type SimStock, simCloud } from "../sim/cloud";
 import { ProviderError, type ProviderErrorKind } from "./http";
 import { OLLAMA_PORT } from "./ollama";
@@ -22,6 +23,8 @@ export interface SimOptions {
   clock: Clock;
   /** where the worker answers (PUBLIC_URL): a machine's Ollama is served at `<this>/sim/ollama/<ref>` */
   publicUrl?: string | null;
+  /** the sim's model library, when its machines pull from it (SIM_MODELS=library) */
+  modelLibrary?: ModelLibrary;
 }
 
 /** The worker's own address when PUBLIC_URL is not set: `npm start` (wrangler dev) listens here. */
@@ -58,6 +61,7 @@ export function createSimProvider(options: SimOptions): Provider {
 
   return {
     name: "sim",
+    modelLibrary: options.modelLibrary,
     currency: "USD",
     labelled: true,
     billingStartsAt: "accepted",

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { ModelLibrary } from "../models/facts";
 
 import { type ProviderName, providerNames } from "./catalogue";
 
@@ -197,6 +198,12 @@ export interface Provider {
    * every instance of the worker.
    */
   readonly searchBudget?: { limit: number; windowMs: number };
+  /**
+   * Where this provider's machines pull models from when it is not the registry the worker is
+   * configured with (OLLAMA_REGISTRY_URL): a library asked in process (the sim's, SIM_MODELS=library).
+   * Its offers are sized from it. Absent: the configured registry.
+   */
+  readonly modelLibrary?: ModelLibrary;
   listOffers(query: OfferQuery): Promise<ProviderOffer[]>;
   rent(offer: ProviderOffer, spec: MachineSpec): Promise<RentResult>;
   status(ref: string): Promise<MachineStatus>;

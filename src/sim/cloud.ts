@@ -5,6 +5,7 @@ import { gpuSpecByKey } from "../providers/gpus";
 import type { OllamaProbe } from "../providers/types";
 import { SIM_CATALOGUE, simGpuType } from "./catalogue";
 import { CloudModel, type ModelMachine, type ModelState, type TerminateOutcome } from "./model";
+import { libraryFetch, SIM_LIBRARY_URL } from "./ollama/library-registry";
 import type { GpuMemory } from "./ollama/machine";
 import { type SimOllama, type SimOllamaSummary, simOllama, simOllamaMeta, simOllamaSummary } from "./ollama/sim";
 import {
@@ -340,11 +341,12 @@ export class SimCloud extends DurableObject<Env> {
     const machine = this.#model.get(ref);
     const host = machine && this.#ollamaHost(machine);
     if (!machine || !host) return null;
-    // The registry the worker reads (OLLAMA_REGISTRY_URL): the machine pulls what was sized.
-    const registry = {
-      url: loadSettings(this.env).config.ollamaRegistryUrl,
-      fetch: ((input, init) => fetch(input, init)) as typeof fetch,
-    };
+    // The registry the worker sized from: the sim's library (in process), or OLLAMA_REGISTRY_URL.
+    const { config } = loadSettings(this.env);
+    const registry =
+      config.simModels === "library"
+        ? { url: SIM_LIBRARY_URL, fetch: libraryFetch as typeof fetch }
+        : { url: config.ollamaRegistryUrl, fetch: ((input, init) => fetch(input, init)) as typeof fetch };
     return simOllama(machine, host, registry);
   }
 

@@ -43,7 +43,15 @@ async function modelSuite(registryUrl: string): Promise<SuiteOptions> {
   const port = (await freePort()) as number;
   return {
     port,
-    vars: ["--var", `OLLAMA_REGISTRY_URL:${registryUrl}`, "--var", `PUBLIC_URL:http://127.0.0.1:${port}`],
+    vars: [
+      "--var",
+      `OLLAMA_REGISTRY_URL:${registryUrl}`,
+      // the sim's machines pull from the fake too, not from the sim's own library
+      "--var",
+      "SIM_MODELS:registry",
+      "--var",
+      `PUBLIC_URL:http://127.0.0.1:${port}`,
+    ],
   };
 }
 

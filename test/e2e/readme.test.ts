@@ -60,3 +60,25 @@ test("the README's Try it block runs as written: health, offers, a lease to veri
   // No command was refused along the way (a 4xx/5xx answers in the error envelope).
   expect(out).not.toMatch(/"error":"[^"]*","code":"/);
 }, 360_000);
+
+test("the README's model listing answers from the sim's own library, as after `npm start` with no network", async () => {
+  const readme = readFileSync(join(root, "README.md"), "utf8");
+  const section = readme.slice(readme.indexOf("## Rent a model"));
+  const block = /```sh\n([\s\S]*?)```/.exec(section)?.[1] ?? "";
+  const listing = block.split("\n").find((line) => line.includes("/v1/offers?model="));
+  if (!listing) throw new Error("README's Rent a model block lists no offers for a model");
+  const host = new URL(base).host;
+  const script = [
+    `curl() { command curl --max-time 60 "\${@//localhost:8787/${host}}"; }`,
+    `H="Authorization: Bearer ${adminToken}"`,
+    listing,
+  ].join("\n");
+  const run = await bash(script);
+  expect(run.stderr).toBe("");
+  expect(run.code).toBe(0);
+  // Sized from the library (SIM_MODELS=library, the default): the real registry is not asked.
+  const body = JSON.parse(run.stdout) as { offers: { provider: string; fits?: { vram_need_gb: number } }[] };
+  expect(body.offers.length).toBeGreaterThan(0);
+  for (const offer of body.offers)
+    expect(offer).toMatchObject({ provider: "sim", fits: { vram_need_gb: expect.any(Number) } });
+}, 60_000);

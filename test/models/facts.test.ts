@@ -103,7 +103,7 @@ describe("model facts from the registry", () => {
     expect(params.map((r) => r.kind)).toEqual(["blob", "cdn"]);
     expect(params[0]!.url).not.toBe(blob!.url);
     expect(rest.slice(0, -2).every((r) => r.kind === "cdn" && r.url === cdn!.url)).toBe(true);
-    expect(needOf(got, 4096)).toMatchObject({ weights_gb: 1.4, context_length: 4096, vram_need_gb: 3.06 });
+    expect(needOf(got, 4096)).toMatchObject({ weights_gb: 1.32, context_length: 4096, vram_need_gb: 3.06 });
   });
 
   it("serves a name from the cache for a day without asking the registry again", async () => {

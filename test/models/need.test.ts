@@ -47,10 +47,16 @@ describe("VRAM need (the pinned runner's rule, docs/models.md#the-runners-rule)"
     expect(needOf(llama32_1b, 4096)).toEqual({
       name: "llama3.2:1b",
       digest: llama32_1b.digest,
-      weights_gb: 1.4,
+      weights_gb: 1.32,
       context_length: 4096,
       vram_need_gb: 3.06,
     });
+  });
+
+  it("shows the weights in GB to two decimals, rounded to the nearest (1,321,082,688 bytes: 1.32, not 1.4)", () => {
+    expect(needOf(llama32_1b, 4096).weights_gb).toBe(1.32);
+    expect(needOf({ ...llama32_1b, weights_bytes: 19_851_335_840 }, 4096).weights_gb).toBe(19.85);
+    expect(needOf({ ...llama32_1b, weights_bytes: 1_325_000_000 }, 4096).weights_gb).toBe(1.33);
   });
 
   it("leaves the input token embedding on the CPU unless the output shares it", () => {

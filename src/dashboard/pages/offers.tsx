@@ -172,7 +172,13 @@ export function OffersPage(props: {
                     ) : null}
                   </td>
                   <td data-label="VRAM" class="r">
-                    {o.vram_gb} GB
+                    {o.vram_gb} GB{" "}
+                    <span
+                      class="muted small"
+                      title="the cards' memory as the driver reports it; a model must fit in this"
+                    >
+                      {o.memory_gib} GiB usable
+                    </span>
                   </td>
                   <td data-label="Price" class="r">
                     {money(o.price_per_hour, o.currency)}/h

@@ -124,6 +124,11 @@ const PROFILES: Record<string, ModelProfile> = {
 PROFILES["llama3.2:latest"] = PROFILES["llama3.2:3b"]!;
 PROFILES["hf.co/bartowski/Llama-3.2-3B-Instruct-GGUF:Q4_K_M"] = { ...PROFILES["llama3.2:3b"]!, parameter_size: "3.2B" };
 
+/** The profile of a model the library describes (by the name `/api/tags` lists it under). */
+export function libraryProfile(name: string): ModelProfile | undefined {
+  return PROFILES[name];
+}
+
 /** A model nobody described: a llama-like shape that grows with its weights (about 4.8 bits a weight). */
 function guessedProfile(weightsBytes: number): ModelProfile {
   const gb = weightsBytes / 1e9;
