@@ -290,11 +290,18 @@ export class EndpointDO extends DurableObject<Env> {
     };
     await this.ctx.storage.put(KEY_LOOP, loop);
     for (const [leaseId, reason] of stopping) {
-      const detail =
-        reason === "idle"
-          ? `idle: no request for ${endpoint.idle_minutes} minutes (endpoint ${endpoint.name})`
-          : `budget: endpoint ${endpoint.name} reached its daily budget of ${endpoint.budget_daily_usd} USD`;
-      await services.keepers.stop(leaseId, "requested", detail);
+      if (reason === "idle")
+        await services.keepers.stop(
+          leaseId,
+          "idle",
+          `no request for ${endpoint.idle_minutes} minutes (endpoint ${endpoint.name})`,
+        );
+      else
+        await services.keepers.stop(
+          leaseId,
+          "budget",
+          `endpoint ${endpoint.name} reached its daily budget of ${endpoint.budget_daily_usd} USD`,
+        );
       events.push({ kind: "replica_stopped", leaseId, reason });
     }
     // Lost replicas are replaced by the plan's count (the endpoint still wants them); stale rentals resent.
@@ -361,6 +368,7 @@ export class EndpointDO extends DurableObject<Env> {
         idempotencyKey: keyOf(index),
         idempotencyScope: "dispatcher",
         tokenId: endpoint.token_id,
+        endpoint: endpoint.name,
         origin: (await this.ctx.storage.get<string>(KEY_ORIGIN)) ?? FALLBACK_ORIGIN,
       }).catch((cause: unknown) => ({ ok: false as const, refusal: { message: String(cause), leaseId: null } }));
       if (outcome.ok && outcome.lease.status !== "stopped") {

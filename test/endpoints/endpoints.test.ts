@@ -253,7 +253,10 @@ describe("the one base URL", () => {
     expect(shown.replicas).toEqual([expect.objectContaining({ lease_id: leaseId, status: "running", in_flight: 0 })]);
     // The replica is a model lease like any other.
     const lease = (await (await api(`/v1/leases/${leaseId}`)).json()) as Lease;
-    expect(lease).toMatchObject({ status: "running", name: "endpoint cold", spec: { model: MODEL } });
+    expect(lease).toMatchObject({ status: "running", name: "endpoint cold", endpoint: "cold", spec: { model: MODEL } });
+    // Listed too, tagged with its endpoint; a lease of no endpoint shows null.
+    const listed = (await (await api("/v1/leases?status=active")).json()) as { leases: Lease[] };
+    expect(listed.leases.find((l) => l.id === leaseId)?.endpoint).toBe("cold");
 
     // The dashboard's Endpoints page: the endpoint, its replica, its cold start charted and tabled.
     const { cookie } = await signIn();
@@ -338,6 +341,9 @@ describe("the one base URL", () => {
     const stopped = await driveTo(leaseId, "stopped", { clock, maxAlarms: 200 });
     expect(stopped.teardown_verified_at).not.toBeNull();
     expect(stopped.error ?? "").toBe("");
+    // Stopped for being idle, said as its own reason, on a lease that names its endpoint.
+    const shown = (await (await api(`/v1/leases/${leaseId}`)).json()) as Lease;
+    expect(shown).toMatchObject({ stop_reason: "idle", endpoint: "quiet" });
     await fireEndpoint("quiet");
     expect((await view("quiet")).replicas).toEqual([]);
     expect((await view("quiet")).state).toBe("idle");
@@ -422,6 +428,7 @@ describe("the one base URL", () => {
     await fireEndpoint("budget", { moveClock: false });
     expect((await view("budget")).state).toBe("budget_exhausted");
     expect(["stopping", "stopped"]).toContain((await ledgerLease(leaseId)).status);
+    expect((await ledgerLease(leaseId)).stop_reason).toBe("budget");
     const refused = await client(key)
       .chat.completions.create(chat("budget"))
       .catch((error: unknown) => error as InstanceType<typeof OpenAI.APIError>);
