@@ -2,14 +2,17 @@ import { createExecutionContext, runInDurableObject, waitOnExecutionContext } fr
 import { env } from "cloudflare:workers";
 import OpenAI from "openai";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createApp } from "../../src/app";
+import { loadConfig } from "../../src/config";
 import worker from "../../src/index";
 import type { Lease } from "../../src/leases/schema";
+import { createServices } from "../../src/services";
 import { simCloud } from "../../src/sim/cloud";
 import { issueToken } from "../auth/tokens-helper";
 import { browse, signIn } from "../dashboard/support";
 import { type InstalledFakes, installFakes } from "../fakes/install";
 import { OllamaRegistryFake } from "../fakes/ollama-registry";
-import { api } from "../helpers";
+import { ADMIN_TOKEN, api } from "../helpers";
 import { TestClock } from "../support/clock";
 import { driveTo, ledgerLease } from "../support/keeper";
 
@@ -448,5 +451,119 @@ describe("the one base URL", () => {
     const stopped = await driveTo(leaseId, "stopped", { clock, maxAlarms: 200 });
     expect(stopped.teardown_verified_at).not.toBeNull();
     expect((await api("/v1/endpoints/gone")).status).toBe(404);
+  });
+});
+
+/** The worker with every D1 query its requests make counted, and every call to an endpoint's object. */
+function instrumented() {
+  const d1: string[] = [];
+  const objectCalls: string[] = [];
+  const countingDb = new Proxy(env.DB, {
+    get(target, name, receiver) {
+      const value = Reflect.get(target, name, receiver);
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        d1.push(`${String(name)} ${typeof args[0] === "string" ? args[0].slice(0, 50) : ""}`);
+        return value.apply(target, args);
+      };
+    },
+  });
+  const namespace = env.ENDPOINT;
+  const endpoints = new Proxy(namespace, {
+    get(target, name, receiver) {
+      const value = Reflect.get(target, name, receiver);
+      if (typeof value !== "function") return value;
+      if (name !== "getByName" && name !== "get") return value.bind(target);
+      return (...args: unknown[]) => {
+        const stub = value.apply(target, args) as Record<string, unknown>;
+        return new Proxy(stub, {
+          get(object, method) {
+            const call = Reflect.get(object, method);
+            if (typeof call !== "function") return call;
+            return (...callArgs: unknown[]) => {
+              objectCalls.push(String(method));
+              return Reflect.apply(call, object, callArgs);
+            };
+          },
+        });
+      };
+    },
+  });
+  const app = createApp({
+    services: (e) => ({ ...createServices({ ...e, ENDPOINT: endpoints } as Env, loadConfig(e)), db: countingDb }),
+  });
+  const call = async (key: string, body: unknown, path = "chat/completions") => {
+    const ctx = createExecutionContext();
+    const res = await app.fetch(
+      new Request(`${BASE}/${path}`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+      }),
+      env,
+      ctx,
+    );
+    const text = await res.text();
+    await waitOnExecutionContext(ctx);
+    return { status: res.status, text };
+  };
+  const reset = () => {
+    d1.length = 0;
+    objectCalls.length = 0;
+  };
+  return { d1, objectCalls, call, reset };
+}
+
+describe("the warm path", () => {
+  it("a warm request reads nothing from D1 and makes one call to the endpoint's object before its answer", async () => {
+    const { key } = await createEndpoint({ name: "warm" });
+    await warm("warm", key);
+    const { d1, objectCalls, call, reset } = instrumented();
+    // The isolate's first request for the name finds the endpoint's id in D1; none after it does.
+    expect((await call(key, chat("warm"))).status).toBe(200);
+    reset();
+    for (let i = 0; i < 3; i++) expect((await call(key, chat("warm"))).status).toBe(200);
+    // The bootstrap admin token needs no D1 either (a scoped token is one read, as on the lease gateway).
+    expect((await call(ADMIN_TOKEN, chat("warm"))).status).toBe(200);
+    expect(d1).toEqual([]);
+    // acquire before each answer; the release after it (waitUntil), nothing else.
+    expect(objectCalls).toEqual(Array(4).fill(["acquire", "release"]).flat());
+    const shown = await view("warm");
+    expect(shown.replicas).toEqual([expect.objectContaining({ status: "running", in_flight: 0 })]);
+  });
+
+  it("a rotated key is refused at once on the warm path, the new one works, another endpoint's key is a 404", async () => {
+    const { key } = await createEndpoint({ name: "turn" });
+    const other = await createEndpoint({ name: "other" });
+    await warm("turn", key);
+    const { call } = instrumented();
+    expect((await call(key, chat("turn"))).status).toBe(200);
+    const rotated = await api("/v1/endpoints/turn/keys", { method: "POST" });
+    const { key: fresh } = (await rotated.json()) as { key: string };
+    const old = await call(key, chat("turn"));
+    expect(old.status).toBe(401);
+    expect(JSON.parse(old.text)).toMatchObject({ error: { type: "authentication_error", code: "unauthorized" } });
+    expect((await call(fresh, chat("turn"))).status).toBe(200);
+    const foreign = await call(other.key, chat("turn"));
+    expect(foreign.status).toBe(404);
+    expect(JSON.parse(foreign.text)).toMatchObject({ error: { code: "model_not_found" } });
+    expect((await call(`gle_${"x".repeat(43)}`, chat("turn"))).status).toBe(401);
+  });
+
+  it("a name deleted and created again reaches the new endpoint, not the old one's object", async () => {
+    const first = await createEndpoint({ name: "again" });
+    await warm("again", first.key);
+    const { call } = instrumented();
+    expect((await call(first.key, chat("again"))).status).toBe(200);
+    expect((await api("/v1/endpoints/again", { method: "DELETE" })).status).toBe(200);
+    // The isolate still maps the name to the deleted endpoint's id: its object says gone.
+    const deleted = await call(first.key, chat("again"));
+    expect(deleted.status).toBe(401);
+    const second = await createEndpoint({ name: "again" });
+    const cold = await call(second.key, chat("again"));
+    expect(cold.status).toBe(503);
+    expect(JSON.parse(cold.text)).toMatchObject({ error: { code: "endpoint_starting" } });
+    expect((await call(first.key, chat("again"))).status).toBe(401);
+    await settle();
   });
 });
