@@ -27,6 +27,7 @@ import {
   stateOf,
   trackOverload,
 } from "./decide";
+import type { Release } from "./release-hold";
 import type { Endpoint } from "./schema";
 import { type EndpointRow, getEndpointById, replicaLeasesSince, spendTodayUsd, tagReplica } from "./store";
 
@@ -67,6 +68,8 @@ export interface AcquireRequest {
   credential: EndpointCredential;
   /** the origin the request came in on: the replicas' call-back base without PUBLIC_URL */
   origin: string;
+  /** earlier requests to this endpoint that have ended since (src/endpoints/release-hold.ts) */
+  releases: readonly Release[];
 }
 
 /** The endpoint's live part of the API's Endpoint object. */
@@ -95,6 +98,7 @@ export class EndpointDO extends DurableObject<Env> {
    * checked by the worker), so the warm path reads nothing but this object's own storage: no D1.
    */
   async acquire(request: AcquireRequest): Promise<Acquired> {
+    await this.release(request.releases);
     const endpoint = await this.endpointFor(request.endpointId);
     if (!endpoint) return { kind: "gone" };
     if (request.credential.kind === "key" && !(await secretsEqual(request.credential.hash, endpoint.key_hash)))
@@ -161,24 +165,35 @@ export class EndpointDO extends DurableObject<Env> {
     }
   }
 
-  /** A request has ended: its replica has one request less in flight; a failed one has the loop look now. */
-  async release(ticket: string, ok = true): Promise<void> {
+  /**
+   * Requests have ended (held by the gateway, src/endpoints/release-hold.ts, or riding on the next
+   * acquire): each one's replica has one request less in flight; a failed one has the loop look now.
+   */
+  async release(releases: readonly Release[]): Promise<void> {
+    if (releases.length === 0) return;
     const tickets = await this.tickets();
-    const held = tickets[ticket];
-    if (!held) return;
-    delete tickets[ticket];
     const now = invocationTiming.clock();
-    const loop = await this.loop();
-    const replicas = loop.replicas.map((r) =>
-      r.leaseId === held.leaseId ? { ...r, inFlight: Math.max(0, r.inFlight - 1), lastRequestAt: now } : r,
-    );
+    let loop = await this.loop();
+    let lookNow = false;
+    for (const { ticket, ok } of releases) {
+      const held = tickets[ticket];
+      if (!held) continue;
+      delete tickets[ticket];
+      loop = {
+        ...loop,
+        replicas: loop.replicas.map((r) =>
+          r.leaseId === held.leaseId ? { ...r, inFlight: Math.max(0, r.inFlight - 1), lastRequestAt: now } : r,
+        ),
+      };
+      // A drained replica whose last request ended is stopped now, not at the next look; a failed
+      // request may mean a lost machine.
+      lookNow ||=
+        !ok || loop.replicas.some((r) => r.leaseId === held.leaseId && r.phase === "draining" && r.inFlight === 0);
+    }
     const endpoint = await this.endpoint();
-    const next = trackOverload({ ...loop, replicas }, endpoint?.target_in_flight ?? 4, now);
+    const next = trackOverload(loop, endpoint?.target_in_flight ?? 4, now);
     await this.ctx.storage.put({ [KEY_LOOP]: next, [KEY_TICKETS]: tickets });
-    // A drained replica whose last request ended is stopped now, not at the next look; a failed
-    // request may mean a lost machine.
-    if (!ok || replicas.some((r) => r.leaseId === held.leaseId && r.phase === "draining" && r.inFlight === 0))
-      await this.armAt(now);
+    if (lookNow) await this.armAt(now);
   }
 
   /**

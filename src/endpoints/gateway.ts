@@ -7,6 +7,7 @@ import { holdUsage } from "../gateway/usage-hold";
 import { bearerToken, sha256Hex } from "../lib/crypto";
 import type { AppEnv, Services } from "../services";
 import type { Acquired, EndpointCredential, EndpointDO } from "./endpoint-do";
+import { holdRelease, takeReleases } from "./release-hold";
 import { endpointObject } from "./routes";
 import { ENDPOINT_NAME } from "./schema";
 import { type EndpointRow, getEndpointByKeyHash, getEndpointByName, listEndpoints } from "./store";
@@ -126,7 +127,7 @@ async function serve(c: Context<AppEnv>, named: string | null, restPath: string)
     throw new EndpointError(400, "model_required", "name the endpoint in the `model` field");
   }
   const origin = new URL(c.req.url).origin;
-  const acquired = await acquireByName(services, caller.credential, name, origin);
+  const acquired = await acquireByName(services, c.executionCtx, caller.credential, name, origin);
   if (acquired.kind !== "routed") throw refusalOf(name, acquired);
   const { stub } = acquired;
   // The machine knows the model by its own name, not the endpoint's.
@@ -144,7 +145,13 @@ async function serve(c: Context<AppEnv>, named: string | null, restPath: string)
     holdUsage(acquired.leaseId, sample, services.config.gatewayUsageHoldMs, c.executionCtx, (samples) =>
       services.keepers.admission(acquired.leaseId, samples),
     );
-    c.executionCtx.waitUntil(stub.release(acquired.ticket, sample.ok).catch(() => undefined));
+    holdRelease(
+      acquired.endpointId,
+      { ticket: acquired.ticket, ok: sample.ok },
+      services.config.gatewayUsageHoldMs,
+      c.executionCtx,
+      (releases) => stub.release(releases),
+    );
   });
 }
 
@@ -174,10 +181,11 @@ async function credentialOf(
  */
 async function acquireByName(
   services: Services,
+  ctx: { waitUntil(promise: Promise<unknown>): void },
   credential: EndpointCredential,
   name: string,
   origin: string,
-): Promise<Answered & { stub: DurableObjectStub<EndpointDO> }> {
+): Promise<Answered & { stub: DurableObjectStub<EndpointDO>; endpointId: string }> {
   const missing = () =>
     new EndpointError(404, "model_not_found", `no endpoint ${JSON.stringify(name.slice(0, 64))} for this key`);
   for (let attempt = 0; attempt < 2; attempt++) {
@@ -189,7 +197,13 @@ async function acquireByName(
       rememberEndpointId(name, id);
     }
     const stub = endpointObject(services.env, id);
-    const acquired = await stub.acquire({ endpointId: id, credential, origin });
+    // Ended requests ride on this call; if it fails they are sent on their own (a lost one would
+    // hold its replica's count up until its ticket expires).
+    const releases = takeReleases(id);
+    const acquired = await stub.acquire({ endpointId: id, credential, origin, releases }).catch((error: unknown) => {
+      if (releases.length > 0) ctx.waitUntil(stub.release(releases).catch(() => undefined));
+      throw error;
+    });
     if (acquired.kind === "gone") {
       endpointIds.delete(name);
       continue;
@@ -198,7 +212,7 @@ async function acquireByName(
       if (credential.kind === "key" && (await getEndpointByKeyHash(services.db, credential.hash))) throw missing();
       throw unauthorized();
     }
-    return { ...acquired, stub };
+    return { ...acquired, stub, endpointId: id };
   }
   if (credential.kind === "key" && !(await getEndpointByKeyHash(services.db, credential.hash))) throw unauthorized();
   throw missing();

@@ -4,6 +4,7 @@ import OpenAI from "openai";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createApp } from "../../src/app";
 import { loadConfig } from "../../src/config";
+import { takeReleases } from "../../src/endpoints/release-hold";
 import worker from "../../src/index";
 import type { Lease } from "../../src/leases/schema";
 import { createServices } from "../../src/services";
@@ -455,7 +456,7 @@ describe("the one base URL", () => {
 });
 
 /** The worker with every D1 query its requests make counted, and every call to an endpoint's object. */
-function instrumented() {
+function instrumented(holdMs = 0) {
   const d1: string[] = [];
   const objectCalls: string[] = [];
   const countingDb = new Proxy(env.DB, {
@@ -490,7 +491,10 @@ function instrumented() {
     },
   });
   const app = createApp({
-    services: (e) => ({ ...createServices({ ...e, ENDPOINT: endpoints } as Env, loadConfig(e)), db: countingDb }),
+    services: (e) => ({
+      ...createServices({ ...e, ENDPOINT: endpoints } as Env, { ...loadConfig(e), gatewayUsageHoldMs: holdMs }),
+      db: countingDb,
+    }),
   });
   const call = async (key: string, body: unknown, path = "chat/completions") => {
     const ctx = createExecutionContext();
@@ -504,7 +508,8 @@ function instrumented() {
       ctx,
     );
     const text = await res.text();
-    await waitOnExecutionContext(ctx);
+    // A held release waits in waitUntil for its hold: only a request without one is settled here.
+    if (holdMs === 0) await waitOnExecutionContext(ctx);
     return { status: res.status, text };
   };
   const reset = () => {
@@ -530,6 +535,21 @@ describe("the warm path", () => {
     expect(objectCalls).toEqual(Array(4).fill(["acquire", "release"]).flat());
     const shown = await view("warm");
     expect(shown.replicas).toEqual([expect.objectContaining({ status: "running", in_flight: 0 })]);
+  });
+
+  it("a busy endpoint: each request's release rides on the next one's call, one call to the object per request", async () => {
+    const { key } = await createEndpoint({ name: "busy" });
+    await warm("busy", key);
+    const { objectCalls, call } = instrumented(60_000);
+    for (let i = 0; i < 3; i++) expect((await call(key, chat("busy"))).status).toBe(200);
+    expect(objectCalls).toEqual(["acquire", "acquire", "acquire"]);
+    // The last request's release still waits in the hold: its replica counts it in flight until sent.
+    expect((await view("busy")).replicas[0]?.in_flight).toBe(1);
+    const row = await env.DB.prepare("SELECT id FROM endpoints WHERE name = 'busy'").first<{ id: string }>();
+    const held = takeReleases(row?.id as string);
+    expect(held).toEqual([{ ticket: expect.any(String), ok: true }]);
+    await (await endpointObject("busy")).release(held);
+    expect((await view("busy")).replicas[0]?.in_flight).toBe(0);
   });
 
   it("a rotated key is refused at once on the warm path, the new one works, another endpoint's key is a 404", async () => {
