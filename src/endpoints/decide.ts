@@ -21,6 +21,8 @@ export interface Replica {
   /** the machine's Ollama URL and provider, once running */
   base: string | null;
   provider: ProviderName | null;
+  /** the context its model was sized for (a request may not ask for more); absent in loops stored before */
+  contextLength?: number | null;
 }
 
 export interface EndpointLoop {
@@ -114,6 +116,7 @@ export interface LeaseSeen {
   status: "provisioning" | "running" | "stopping" | "stopped" | "missing";
   base: string | null;
   provider: ProviderName | null;
+  contextLength?: number | null;
 }
 
 export type EndpointEvent =
@@ -170,7 +173,14 @@ export function observe(
         waitingSince = null;
       }
       events.push({ kind: "replica_started", leaseId: replica.leaseId, coldStartMs });
-      replicas.push({ ...replica, phase: "running", runningAt: now, base: lease.base, provider: lease.provider });
+      replicas.push({
+        ...replica,
+        phase: "running",
+        runningAt: now,
+        base: lease.base,
+        provider: lease.provider,
+        contextLength: lease.contextLength ?? null,
+      });
       continue;
     }
     replicas.push(replica);

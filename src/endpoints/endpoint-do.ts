@@ -48,7 +48,16 @@ const EXPECTED_START_S = 60;
 
 /** Where one request goes, or why it cannot go anywhere now. */
 export type Acquired =
-  | { kind: "routed"; ticket: string; leaseId: string; base: string; provider: ProviderName; model: string }
+  | {
+      kind: "routed";
+      ticket: string;
+      leaseId: string;
+      base: string;
+      provider: ProviderName;
+      model: string;
+      /** the context the replica's model was sized for */
+      contextLength: number | null;
+    }
   | { kind: "starting"; retryAfterS: number; expectedAt: string }
   | { kind: "breaker_open"; retryAfterS: number; detail: string }
   | { kind: "budget_exhausted"; detail: string }
@@ -135,6 +144,7 @@ export class EndpointDO extends DurableObject<Env> {
           base: replica.base,
           provider: replica.provider,
           model: endpoint.model,
+          contextLength: replica.contextLength ?? null,
         };
       }
       if (breakerOpen(loop, now)) {
@@ -298,6 +308,7 @@ export class EndpointDO extends DurableObject<Env> {
         status: lease?.status ?? "missing",
         base: lease?.access?.urls[0] ?? null,
         provider: lease?.provider ?? null,
+        contextLength: lease?.spec.model?.context_length ?? null,
       });
     }
     const observed = observe(loop, seen, now, endpoint.idle_minutes * 60_000);

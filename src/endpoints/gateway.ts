@@ -2,6 +2,7 @@ import { type Context, Hono } from "hono";
 import { callerForToken, hasScope } from "../auth/middleware";
 import { ApiError, type ErrorCode, statusByCode } from "../errors";
 import { machineSender } from "../gateway/machine-fetch";
+import { refusalOf as bodyRefusalOf } from "../gateway/request-checks";
 import { forward, limit, routeOf } from "../gateway/routes";
 import { holdUsage } from "../gateway/usage-hold";
 import { bearerToken, sha256Hex } from "../lib/crypto";
@@ -130,6 +131,21 @@ async function serve(c: Context<AppEnv>, named: string | null, restPath: string)
   const acquired = await acquireByName(services, c.executionCtx, caller.credential, name, origin);
   if (acquired.kind !== "routed") throw refusalOf(name, acquired);
   const { stub } = acquired;
+  const release = (ok: boolean) =>
+    holdRelease(
+      acquired.endpointId,
+      { ticket: acquired.ticket, ok },
+      services.config.gatewayUsageHoldMs,
+      c.executionCtx,
+      (releases) => stub.release(releases),
+    );
+  // What the lease gateway refuses a caller (a context above the replica's sizing, a keep_alive
+  // that unloads the model) is refused here too (src/gateway/request-checks.ts).
+  const refusal = bodyRefusalOf(rest, body, acquired.contextLength);
+  if (refusal) {
+    release(true);
+    throw new EndpointError(400, "invalid_request", refusal);
+  }
   // The machine knows the model by its own name, not the endpoint's.
   if (body && "model" in body) text = JSON.stringify({ ...body, model: acquired.model });
   const send = machineSender(services, acquired.provider);
@@ -145,13 +161,7 @@ async function serve(c: Context<AppEnv>, named: string | null, restPath: string)
     holdUsage(acquired.leaseId, sample, services.config.gatewayUsageHoldMs, c.executionCtx, (samples) =>
       services.keepers.admission(acquired.leaseId, samples),
     );
-    holdRelease(
-      acquired.endpointId,
-      { ticket: acquired.ticket, ok: sample.ok },
-      services.config.gatewayUsageHoldMs,
-      c.executionCtx,
-      (releases) => stub.release(releases),
-    );
+    release(sample.ok);
   });
 }
 

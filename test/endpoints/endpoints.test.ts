@@ -322,7 +322,18 @@ describe("the one base URL", () => {
     });
     expect(pull.status).toBe(403);
     expect(((await pull.json()) as { code: string }).code).toBe("forbidden");
+    // The lease gateway's body checks hold here too: no unloading the model, no context above its sizing.
+    for (const asked of [{ keep_alive: 0 }, { options: { num_ctx: 1_000_000 } }]) {
+      const refused = await workerFetch("http://gpulease.test/llm/e/direct/api/chat", {
+        method: "POST",
+        headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ model: "direct", messages: [{ role: "user", content: "hi" }], ...asked }),
+      });
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as { code: string }).code).toBe("invalid_request");
+    }
     await settle();
+    expect((await view("direct")).replicas[0]?.in_flight).toBe(0);
   });
 
   it("goes quiet and is back to zero replicas, verified, within idle_minutes and one keeper interval", async () => {
