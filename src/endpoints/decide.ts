@@ -138,6 +138,13 @@ export function observe(
 ): { loop: EndpointLoop; events: EndpointEvent[] } {
   const events: EndpointEvent[] = [];
   let failedStarts = loop.failedStarts;
+  let breakerOpenedAt = loop.breakerOpenedAt;
+  // Its window over, the breaker is half-open: a rental is tried again, and one more failed start
+  // (not the count that opened it) opens it again.
+  if (breakerOpenedAt !== null && !breakerOpen(loop, now)) {
+    breakerOpenedAt = null;
+    failedStarts = Math.min(failedStarts, BREAKER_FAILURES - 1);
+  }
   let replace = loop.replace;
   let waitingSince = loop.waitingSince;
   const coldStarts = [...loop.coldStarts];
@@ -185,8 +192,7 @@ export function observe(
     }
     replicas.push(replica);
   }
-  let breakerOpenedAt = loop.breakerOpenedAt;
-  if (failedStarts >= BREAKER_FAILURES && !breakerOpen(loop, now)) {
+  if (failedStarts >= BREAKER_FAILURES && breakerOpenedAt === null) {
     breakerOpenedAt = now;
     events.push({ kind: "breaker_open", failedStarts });
   }

@@ -1,4 +1,9 @@
-import { createExecutionContext, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import {
+  createExecutionContext,
+  runDurableObjectAlarm,
+  runInDurableObject,
+  waitOnExecutionContext,
+} from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import OpenAI from "openai";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -9,9 +14,10 @@ import worker from "../../src/index";
 import type { Lease } from "../../src/leases/schema";
 import { createServices } from "../../src/services";
 import { simCloud } from "../../src/sim/cloud";
+import { signatureHeader, standardWebhookHeaders } from "../../src/webhooks/signing";
 import { issueToken } from "../auth/tokens-helper";
 import { browse, signIn } from "../dashboard/support";
-import { type InstalledFakes, installFakes } from "../fakes/install";
+import { type FakeService, type InstalledFakes, installFakes } from "../fakes/install";
 import { OllamaRegistryFake } from "../fakes/ollama-registry";
 import { ADMIN_TOKEN, api } from "../helpers";
 import { TestClock } from "../support/clock";
@@ -596,5 +602,152 @@ describe("the warm path", () => {
     expect(JSON.parse(cold.text)).toMatchObject({ error: { code: "endpoint_starting" } });
     expect((await call(first.key, chat("again"))).status).toBe(401);
     await settle();
+  });
+});
+
+/** A webhook receiver at hooks.example.com: every delivery's headers and body, as sent. */
+class HookReceiver implements FakeService {
+  readonly received: { headers: Headers; body: string }[] = [];
+  handles(url: URL): boolean {
+    return url.hostname === "hooks.example.com";
+  }
+  async handle(request: Request): Promise<Response> {
+    this.received.push({ headers: request.headers, body: await request.text() });
+    return new Response(null, { status: 204 });
+  }
+}
+
+/**
+ * A webhook for the endpoint events, delivered to a receiver installed beside the registry fake;
+ * `delivered` runs the outbox's sender until `count` deliveries are in, and checks each one's
+ * signatures (Gpulease-Signature and the Standard Webhooks header) with the hook's secret.
+ */
+async function endpointHook(): Promise<{
+  delivered(count: number): Promise<{ type: string; data: Record<string, unknown> }[]>;
+}> {
+  await env.DB.batch([env.DB.prepare("DELETE FROM webhook_deliveries"), env.DB.prepare("DELETE FROM webhook_events")]);
+  const receiver = new HookReceiver();
+  fakes.restore();
+  fakes = installFakes(new OllamaRegistryFake(), receiver);
+  const events = [
+    "endpoint.replica_started",
+    "endpoint.replica_stopped",
+    "endpoint.replica_replaced",
+    "endpoint.breaker_open",
+  ];
+  const res = await api("/v1/webhooks", { method: "POST", json: { url: "https://hooks.example.com/e", events } });
+  expect(res.status).toBe(201);
+  const { id, secret } = (await res.json()) as { id: string; secret: string };
+  return {
+    async delivered(count) {
+      const sender = env.WEBHOOK_SENDER.getByName("outbox");
+      for (let i = 0; i < 50 && receiver.received.length < count; i++) {
+        await runDurableObjectAlarm(sender);
+        if (receiver.received.length < count) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(receiver.received).toHaveLength(count);
+      const bodies = [];
+      for (const { headers, body } of receiver.received) {
+        const signature = headers.get("Gpulease-Signature") ?? "";
+        const t = Number(/^t=(\d+),/.exec(signature)?.[1]);
+        expect(signature).toBe(await signatureHeader(secret, body, t * 1000));
+        const standard = await standardWebhookHeaders(
+          secret,
+          headers.get("webhook-id") ?? "",
+          body,
+          Number(headers.get("webhook-timestamp")) * 1000,
+        );
+        expect(headers.get("webhook-signature")).toBe(standard["webhook-signature"]);
+        const parsed = JSON.parse(body) as { type: string; data: Record<string, unknown> };
+        expect(headers.get("Gpulease-Event")).toBe(parsed.type);
+        bodies.push(parsed);
+      }
+      await api(`/v1/webhooks/${id}`, { method: "DELETE" });
+      return bodies;
+    },
+  };
+}
+
+describe("the circuit breaker and the endpoint's webhooks", () => {
+  it("three failed starts open the breaker: shown by the endpoint and /llm/v1/models, 503 endpoint_unavailable in OpenAI's shape, announced signed; it closes after its window", async () => {
+    const hook = await endpointHook();
+    const { key } = await createEndpoint({ name: "flaky" });
+    await simCloud(env.SIM_CLOUD).configure({ faults: { no_capacity: true } });
+    const first = await workerFetch(`${BASE}/chat/completions`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+      body: JSON.stringify(chat("flaky")),
+    });
+    expect(first.status).toBe(503);
+    await settle();
+    // Each look rents, and the sim has no capacity: a failed start each time.
+    for (let i = 0; i < 3; i++) await fireEndpoint("flaky");
+    const shown = await view("flaky");
+    expect(shown).toMatchObject({ state: "breaker_open", failed_starts: 3, replicas: [] });
+    const models = await client(key).models.list();
+    expect(models.data).toEqual([expect.objectContaining({ id: "flaky", state: "breaker_open" })]);
+    const refused = await workerFetch(`${BASE}/chat/completions`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+      body: JSON.stringify(chat("flaky")),
+    });
+    expect(refused.status).toBe(503);
+    expect(Number(refused.headers.get("Retry-After"))).toBeGreaterThan(14 * 60);
+    const error = ((await refused.json()) as { error: { message: string; type: string; code: string } }).error;
+    expect(error).toMatchObject({ type: "server_error", code: "endpoint_unavailable" });
+    expect(error.message).toMatch(/3 replica starts failed in a row/);
+    await settle();
+    // No rental while it is open, however often the object looks.
+    await fireEndpoint("flaky", { moveClock: false });
+    expect(await replicaIds("flaky")).toEqual([]);
+    const [announced] = await hook.delivered(1);
+    expect(announced).toMatchObject({ type: "endpoint.breaker_open", data: { endpoint: "flaky", failedStarts: 3 } });
+
+    // After its window (15 minutes) the next request rents again.
+    await simCloud(env.SIM_CLOUD).configure({ faults: { no_capacity: false } });
+    clock.advance(15 * 60_000 + 1_000);
+    const again = await client(key)
+      .chat.completions.create(chat("flaky"))
+      .catch((e: unknown) => e as InstanceType<typeof OpenAI.APIError>);
+    expect(again).toMatchObject({ status: 503, code: "endpoint_starting" });
+    await settle();
+    await fireEndpoint("flaky", { moveClock: false });
+    expect(await replicaIds("flaky")).toHaveLength(1);
+    expect((await view("flaky")).state).toBe("starting");
+  });
+
+  it("a replica started, lost and replaced, and stopped when idle: each announced, signed", async () => {
+    const hook = await endpointHook();
+    const { key } = await createEndpoint({ name: "told", idle_minutes: 3 });
+    const first = await warm("told", key);
+    const lease = await ledgerLease(first);
+    expect((await api(`/v1/sim/machines/${lease.provider_ref}`, { method: "DELETE" })).status).toBe(200);
+    await client(key)
+      .chat.completions.create(chat("told"))
+      .catch(() => undefined);
+    await settle();
+    await driveTo(first, "stopped", { clock, maxAlarms: 200 });
+    await fireEndpoint("told", { moveClock: false });
+    const second = (await replicaIds("told")).find((id) => id !== first) as string;
+    expect(second).toBeDefined();
+    await driveTo(second, "running", { clock, maxAlarms: 200 });
+    await fireEndpoint("told", { moveClock: false });
+    // Quiet past idle_minutes: drained and stopped.
+    for (let i = 0; i < 10 && (await ledgerLease(second)).status === "running"; i++) await fireEndpoint("told");
+    expect((await ledgerLease(second)).stop_reason).toBe("idle");
+    const bodies = await hook.delivered(4);
+    expect(bodies.map((b) => `${b.type} ${b.data.leaseId}`).sort()).toEqual(
+      [
+        `endpoint.replica_started ${first}`,
+        `endpoint.replica_replaced ${first}`,
+        `endpoint.replica_started ${second}`,
+        `endpoint.replica_stopped ${second}`,
+      ].sort(),
+    );
+    expect(bodies.find((b) => b.type === "endpoint.replica_stopped")?.data).toMatchObject({
+      endpoint: "told",
+      reason: "idle",
+    });
+    await driveTo(second, "stopped", { clock, maxAlarms: 200 });
   });
 });
