@@ -113,7 +113,10 @@ export async function createLease(services: Services, input: LeaseInput, options
       name: input.name ?? null,
       label,
       template: input.template,
-      spec: { ...storedSpec(input, services.config.ollamaImage, sizing?.model ?? null), endpoint: options.endpoint ?? null },
+      spec: {
+        ...storedSpec(input, services.config.ollamaImage, sizing?.model ?? null),
+        endpoint: options.endpoint ?? null,
+      },
       max_minutes: input.max_minutes,
       max_cost: input.max_cost ?? null,
       // The reservation the budget check counts: the worst case over the offers to try.

@@ -277,6 +277,9 @@ describe("the one base URL", () => {
     expect(html).toContain('data-chart="cold-cold"');
     expect(html).toContain('<figure class="chart"');
     expect(html).toContain("Every cold start");
+    // The replica's lease page names its endpoint, linked to it.
+    const leasePage = await (await browse(`/leases/${leaseId}`, { cookie })).text();
+    expect(leasePage).toContain('<a href="/endpoints#endpoint-cold">cold</a>');
   });
 
   it("holds a request up to cold_start_wait_s and answers it once the replica runs", async () => {
