@@ -368,6 +368,8 @@ export interface components {
       stop_reason: components["schemas"]["StopReason"];
       exit_code: number | null;
       schedule_id: string | null;
+      /** @description the model endpoint whose replica this lease is (its name); null for any other lease */
+      endpoint: string | null;
       created_at: string;
       running_at: string | null;
       stop_requested_at: string | null;
@@ -382,7 +384,7 @@ export interface components {
     /** @enum {string} */
     LeaseStatus: "provisioning" | "running" | "stopping" | "stopped";
     /** @enum {string|null} */
-    StopReason: "requested" | "max_minutes" | "max_cost" | "job_done" | "start_timeout" | "budget" | "reaper" | "rent_failed" | "start_failed" | null;
+    StopReason: "requested" | "max_minutes" | "max_cost" | "job_done" | "start_timeout" | "budget" | "reaper" | "rent_failed" | "start_failed" | "idle" | null;
     /** @description the model of a model lease; null otherwise */
     LeaseModel: ({
       /** @example qwen2.5:32b */

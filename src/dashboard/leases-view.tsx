@@ -70,6 +70,8 @@ const STOP_REASONS: Record<string, string> = {
   budget: "budget reached",
   reaper: "stopped by the reaper",
   rent_failed: "rental failed",
+  start_failed: "the model did not start",
+  idle: "stopped when idle",
 };
 
 /** Why a lease stopped, in words. */

@@ -21,6 +21,8 @@ export interface Replica {
   /** the machine's Ollama URL and provider, once running */
   base: string | null;
   provider: ProviderName | null;
+  /** the context its model was sized for (a request may not ask for more); absent in loops stored before */
+  contextLength?: number | null;
 }
 
 export interface EndpointLoop {
@@ -114,6 +116,7 @@ export interface LeaseSeen {
   status: "provisioning" | "running" | "stopping" | "stopped" | "missing";
   base: string | null;
   provider: ProviderName | null;
+  contextLength?: number | null;
 }
 
 export type EndpointEvent =
@@ -135,6 +138,13 @@ export function observe(
 ): { loop: EndpointLoop; events: EndpointEvent[] } {
   const events: EndpointEvent[] = [];
   let failedStarts = loop.failedStarts;
+  let breakerOpenedAt = loop.breakerOpenedAt;
+  // Its window over, the breaker is half-open: a rental is tried again, and one more failed start
+  // (not the count that opened it) opens it again.
+  if (breakerOpenedAt !== null && !breakerOpen(loop, now)) {
+    breakerOpenedAt = null;
+    failedStarts = Math.min(failedStarts, BREAKER_FAILURES - 1);
+  }
   let replace = loop.replace;
   let waitingSince = loop.waitingSince;
   const coldStarts = [...loop.coldStarts];
@@ -170,13 +180,19 @@ export function observe(
         waitingSince = null;
       }
       events.push({ kind: "replica_started", leaseId: replica.leaseId, coldStartMs });
-      replicas.push({ ...replica, phase: "running", runningAt: now, base: lease.base, provider: lease.provider });
+      replicas.push({
+        ...replica,
+        phase: "running",
+        runningAt: now,
+        base: lease.base,
+        provider: lease.provider,
+        contextLength: lease.contextLength ?? null,
+      });
       continue;
     }
     replicas.push(replica);
   }
-  let breakerOpenedAt = loop.breakerOpenedAt;
-  if (failedStarts >= BREAKER_FAILURES && !breakerOpen(loop, now)) {
+  if (failedStarts >= BREAKER_FAILURES && breakerOpenedAt === null) {
     breakerOpenedAt = now;
     events.push({ kind: "breaker_open", failedStarts });
   }

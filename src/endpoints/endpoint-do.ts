@@ -4,7 +4,7 @@ import { getUsage } from "../gateway/usage-store";
 import { getLease, getLeaseByIdempotencyKey } from "../leases/ledger";
 import { createLease, scopedIdempotencyKey } from "../leases/rent";
 import type { LeaseInput } from "../leases/schema";
-import { randomSecret } from "../lib/crypto";
+import { randomSecret, secretsEqual } from "../lib/crypto";
 import { iso } from "../lib/time";
 import type { ProviderName } from "../providers/types";
 import { createServices, invocationTiming, type Services } from "../services";
@@ -27,6 +27,7 @@ import {
   stateOf,
   trackOverload,
 } from "./decide";
+import type { Release } from "./release-hold";
 import type { Endpoint } from "./schema";
 import { type EndpointRow, getEndpointById, replicaLeasesSince, spendTodayUsd, tagReplica } from "./store";
 
@@ -47,10 +48,38 @@ const EXPECTED_START_S = 60;
 
 /** Where one request goes, or why it cannot go anywhere now. */
 export type Acquired =
-  | { kind: "routed"; ticket: string; leaseId: string; base: string; provider: ProviderName }
+  | {
+      kind: "routed";
+      ticket: string;
+      leaseId: string;
+      base: string;
+      provider: ProviderName;
+      model: string;
+      /** the context the replica's model was sized for */
+      contextLength: number | null;
+    }
   | { kind: "starting"; retryAfterS: number; expectedAt: string }
   | { kind: "breaker_open"; retryAfterS: number; detail: string }
-  | { kind: "budget_exhausted"; detail: string };
+  | { kind: "budget_exhausted"; detail: string }
+  /** the key is not this endpoint's (maybe another's: the worker tells 401 from 404) */
+  | { kind: "unauthorized" }
+  /** this object holds no endpoint of that id: deleted (or the worker's name → id was stale) */
+  | { kind: "gone" };
+
+/**
+ * Who calls: an endpoint key's SHA-256 (compared here with the endpoint's), or an API token the
+ * worker has already found to hold the infer scope.
+ */
+export type EndpointCredential = { kind: "key"; hash: string } | { kind: "token" };
+
+export interface AcquireRequest {
+  endpointId: string;
+  credential: EndpointCredential;
+  /** the origin the request came in on: the replicas' call-back base without PUBLIC_URL */
+  origin: string;
+  /** earlier requests to this endpoint that have ended since (src/endpoints/release-hold.ts) */
+  releases: readonly Release[];
+}
 
 /** The endpoint's live part of the API's Endpoint object. */
 export type EndpointLive = Pick<
@@ -69,18 +98,25 @@ type Tickets = Record<string, { leaseId: string; at: number }>;
 export class EndpointDO extends DurableObject<Env> {
   /** a rental or stop under way, so that an alarm and a request never send the same one twice */
   private working: Promise<void> | null = null;
-  /** the `updated_at` of the endpoint row last stored: a request stores it only when it changed */
-  private storedVersion: string | null = null;
+  /** the origin last stored: a request stores its own only when it differs */
+  private storedOrigin: string | null = null;
 
-  /** One request: the replica to send it to, holding it up to `waitMs` while one starts. */
-  async acquire(endpoint: EndpointRow, waitMs: number, origin?: string): Promise<Acquired> {
-    // The warm path reads and writes only this object's storage: no services, no D1.
-    const version = `${endpoint.id}@${endpoint.updated_at}@${origin ?? ""}`;
-    if (this.storedVersion !== version) {
-      await this.ctx.storage.put(KEY_ENDPOINT, endpoint);
-      if (origin) await this.ctx.storage.put(KEY_ORIGIN, origin);
-      this.storedVersion = version;
+  /**
+   * One request: the replica to send it to, holding it up to the endpoint's cold_start_wait_s while
+   * one starts. The object checks the caller's key against the endpoint it holds (an API token was
+   * checked by the worker), so the warm path reads nothing but this object's own storage: no D1.
+   */
+  async acquire(request: AcquireRequest): Promise<Acquired> {
+    await this.release(request.releases);
+    const endpoint = await this.endpointFor(request.endpointId);
+    if (!endpoint) return { kind: "gone" };
+    if (request.credential.kind === "key" && !(await secretsEqual(request.credential.hash, endpoint.key_hash)))
+      return { kind: "unauthorized" };
+    if (this.storedOrigin !== request.origin) {
+      await this.ctx.storage.put(KEY_ORIGIN, request.origin);
+      this.storedOrigin = request.origin;
     }
+    const waitMs = endpoint.cold_start_wait_s * 1000;
     const polls = Math.ceil(Math.max(0, waitMs) / HOLD_POLL_MS);
     for (let poll = 0; ; poll++) {
       const now = invocationTiming.clock();
@@ -101,7 +137,15 @@ export class EndpointDO extends DurableObject<Env> {
         loop = trackOverload(loop, endpoint.target_in_flight, now);
         await this.ctx.storage.put({ [KEY_LOOP]: loop, [KEY_TICKETS]: tickets });
         if (loop.overloadSince !== null) await this.armAt(nextLookAt(loop, policyOf(endpoint, loop), now, POLL_MS));
-        return { kind: "routed", ticket, leaseId: replica.leaseId, base: replica.base, provider: replica.provider };
+        return {
+          kind: "routed",
+          ticket,
+          leaseId: replica.leaseId,
+          base: replica.base,
+          provider: replica.provider,
+          model: endpoint.model,
+          contextLength: replica.contextLength ?? null,
+        };
       }
       if (breakerOpen(loop, now)) {
         const retryAfterS = Math.ceil(((loop.breakerOpenedAt ?? now) + 15 * 60_000 - now) / 1000);
@@ -131,27 +175,42 @@ export class EndpointDO extends DurableObject<Env> {
     }
   }
 
-  /** A request has ended: its replica has one request less in flight; a failed one has the loop look now. */
-  async release(ticket: string, ok = true): Promise<void> {
+  /**
+   * Requests have ended (held by the gateway, src/endpoints/release-hold.ts, or riding on the next
+   * acquire): each one's replica has one request less in flight; a failed one has the loop look now.
+   */
+  async release(releases: readonly Release[]): Promise<void> {
+    if (releases.length === 0) return;
     const tickets = await this.tickets();
-    const held = tickets[ticket];
-    if (!held) return;
-    delete tickets[ticket];
     const now = invocationTiming.clock();
-    const loop = await this.loop();
-    const replicas = loop.replicas.map((r) =>
-      r.leaseId === held.leaseId ? { ...r, inFlight: Math.max(0, r.inFlight - 1), lastRequestAt: now } : r,
-    );
+    let loop = await this.loop();
+    let lookNow = false;
+    for (const { ticket, ok } of releases) {
+      const held = tickets[ticket];
+      if (!held) continue;
+      delete tickets[ticket];
+      loop = {
+        ...loop,
+        replicas: loop.replicas.map((r) =>
+          r.leaseId === held.leaseId ? { ...r, inFlight: Math.max(0, r.inFlight - 1), lastRequestAt: now } : r,
+        ),
+      };
+      // A drained replica whose last request ended is stopped now, not at the next look; a failed
+      // request may mean a lost machine.
+      lookNow ||=
+        !ok || loop.replicas.some((r) => r.leaseId === held.leaseId && r.phase === "draining" && r.inFlight === 0);
+    }
     const endpoint = await this.endpoint();
-    const next = trackOverload({ ...loop, replicas }, endpoint?.target_in_flight ?? 4, now);
+    const next = trackOverload(loop, endpoint?.target_in_flight ?? 4, now);
     await this.ctx.storage.put({ [KEY_LOOP]: next, [KEY_TICKETS]: tickets });
-    // A drained replica whose last request ended is stopped now, not at the next look; a failed
-    // request may mean a lost machine.
-    if (!ok || replicas.some((r) => r.leaseId === held.leaseId && r.phase === "draining" && r.inFlight === 0))
-      await this.armAt(now);
+    if (lookNow) await this.armAt(now);
   }
 
-  /** The endpoint's settings changed (or it was created): look now; a PATCH closes the breaker. */
+  /**
+   * The endpoint's settings or key changed (or it was created): the object holds the row as
+   * written from now on (a rotated key is refused from the rotation's answer on), and looks now;
+   * a PATCH closes the breaker.
+   */
   async configure(endpoint: EndpointRow, options: { resetBreaker: boolean; origin?: string }): Promise<void> {
     await this.ctx.storage.put(KEY_ENDPOINT, endpoint);
     if (options.origin) await this.ctx.storage.put(KEY_ORIGIN, options.origin);
@@ -249,6 +308,7 @@ export class EndpointDO extends DurableObject<Env> {
         status: lease?.status ?? "missing",
         base: lease?.access?.urls[0] ?? null,
         provider: lease?.provider ?? null,
+        contextLength: lease?.spec.model?.context_length ?? null,
       });
     }
     const observed = observe(loop, seen, now, endpoint.idle_minutes * 60_000);
@@ -290,11 +350,18 @@ export class EndpointDO extends DurableObject<Env> {
     };
     await this.ctx.storage.put(KEY_LOOP, loop);
     for (const [leaseId, reason] of stopping) {
-      const detail =
-        reason === "idle"
-          ? `idle: no request for ${endpoint.idle_minutes} minutes (endpoint ${endpoint.name})`
-          : `budget: endpoint ${endpoint.name} reached its daily budget of ${endpoint.budget_daily_usd} USD`;
-      await services.keepers.stop(leaseId, "requested", detail);
+      if (reason === "idle")
+        await services.keepers.stop(
+          leaseId,
+          "idle",
+          `no request for ${endpoint.idle_minutes} minutes (endpoint ${endpoint.name})`,
+        );
+      else
+        await services.keepers.stop(
+          leaseId,
+          "budget",
+          `endpoint ${endpoint.name} reached its daily budget of ${endpoint.budget_daily_usd} USD`,
+        );
       events.push({ kind: "replica_stopped", leaseId, reason });
     }
     // Lost replicas are replaced by the plan's count (the endpoint still wants them); stale rentals resent.
@@ -361,6 +428,7 @@ export class EndpointDO extends DurableObject<Env> {
         idempotencyKey: keyOf(index),
         idempotencyScope: "dispatcher",
         tokenId: endpoint.token_id,
+        endpoint: endpoint.name,
         origin: (await this.ctx.storage.get<string>(KEY_ORIGIN)) ?? FALLBACK_ORIGIN,
       }).catch((cause: unknown) => ({ ok: false as const, refusal: { message: String(cause), leaseId: null } }));
       if (outcome.ok && outcome.lease.status !== "stopped") {
@@ -406,6 +474,7 @@ export class EndpointDO extends DurableObject<Env> {
     }
     await this.ctx.storage.deleteAlarm();
     await this.ctx.storage.deleteAll();
+    this.storedOrigin = null;
     return { stopped };
   }
 
@@ -450,6 +519,19 @@ export class EndpointDO extends DurableObject<Env> {
 
   private async endpoint(): Promise<EndpointRow | undefined> {
     return this.ctx.storage.get<EndpointRow>(KEY_ENDPOINT);
+  }
+
+  /**
+   * The endpoint this object holds (create, PATCH, key rotation and every look store it); read
+   * from D1 only by an object that holds none yet, and never one deleted (remove() forgets it
+   * after its row is gone).
+   */
+  private async endpointFor(endpointId: string): Promise<EndpointRow | null> {
+    const stored = await this.endpoint();
+    if (stored) return stored.id === endpointId ? stored : null;
+    const row = await getEndpointById(this.env.DB, endpointId);
+    if (row) await this.ctx.storage.put(KEY_ENDPOINT, row);
+    return row;
   }
 
   /** Arms the alarm at `at` unless it is due sooner already. */

@@ -2,10 +2,13 @@ import { type Context, Hono } from "hono";
 import { callerForToken, hasScope } from "../auth/middleware";
 import { ApiError, type ErrorCode, statusByCode } from "../errors";
 import { machineSender } from "../gateway/machine-fetch";
+import { refusalOf as bodyRefusalOf } from "../gateway/request-checks";
 import { forward, limit, routeOf } from "../gateway/routes";
+import { holdUsage } from "../gateway/usage-hold";
 import { bearerToken, sha256Hex } from "../lib/crypto";
 import type { AppEnv, Services } from "../services";
-import type { Acquired } from "./endpoint-do";
+import type { Acquired, EndpointCredential, EndpointDO } from "./endpoint-do";
+import { holdRelease, takeReleases } from "./release-hold";
 import { endpointObject } from "./routes";
 import { ENDPOINT_NAME } from "./schema";
 import { type EndpointRow, getEndpointByKeyHash, getEndpointByName, listEndpoints } from "./store";
@@ -81,13 +84,26 @@ export const endpointGatewayRoutes = new Hono<AppEnv>()
 async function serve(c: Context<AppEnv>, named: string | null, restPath: string): Promise<Response> {
   const services = c.get("services");
   const rest = restPath.replace(/\/+$/, "");
-  const holder = await authorize(services, c.req.header("Authorization"));
+  const caller = await credentialOf(services, c.req.header("Authorization"));
   const route = routeOf(rest);
-  if (route === "refused")
-    throw new EndpointError(403, "forbidden", "this Ollama route changes the server's models: not through the gateway");
-  if (route === null) throw new EndpointError(404, "not_found", `no gateway route /${rest}`);
-  await limit(services, holder.rateKey);
-  if (rest === "v1/models") return c.json(await modelList(services, holder, named), 200);
+  if (route === "refused" || route === null) {
+    await authorize(services, c.req.header("Authorization"));
+    if (route === "refused")
+      throw new EndpointError(
+        403,
+        "forbidden",
+        "this Ollama route changes the server's models: not through the gateway",
+      );
+    throw new EndpointError(404, "not_found", `no gateway route /${rest}`);
+  }
+  if (rest === "v1/models") {
+    const holder = await authorize(services, c.req.header("Authorization"));
+    await limit(services, holder.rateKey);
+    return c.json(await modelList(services, holder, named), 200);
+  }
+  // A wrong key is counted under its own hash: the limit is asked before the endpoint's object
+  // (the one call that knows the key), so a limited caller never starts a replica.
+  await limit(services, caller.rateKey);
 
   const request = c.req.raw;
   let text: string | null = null;
@@ -107,14 +123,31 @@ async function serve(c: Context<AppEnv>, named: string | null, restPath: string)
     }
   }
   const name = named ?? (typeof body?.model === "string" ? body.model : null);
-  if (!name) throw new EndpointError(400, "model_required", "name the endpoint in the `model` field");
-  const endpoint = await endpointFor(services, holder, name);
+  if (!name) {
+    await authorize(services, c.req.header("Authorization"));
+    throw new EndpointError(400, "model_required", "name the endpoint in the `model` field");
+  }
+  const origin = new URL(c.req.url).origin;
+  const acquired = await acquireByName(services, c.executionCtx, caller.credential, name, origin);
+  if (acquired.kind !== "routed") throw refusalOf(name, acquired);
+  const { stub } = acquired;
+  const release = (ok: boolean) =>
+    holdRelease(
+      acquired.endpointId,
+      { ticket: acquired.ticket, ok },
+      services.config.gatewayUsageHoldMs,
+      c.executionCtx,
+      (releases) => stub.release(releases),
+    );
+  // What the lease gateway refuses a caller (a context above the replica's sizing, a keep_alive
+  // that unloads the model) is refused here too (src/gateway/request-checks.ts).
+  const refusal = bodyRefusalOf(rest, body, acquired.contextLength);
+  if (refusal) {
+    release(true);
+    throw new EndpointError(400, "invalid_request", refusal);
+  }
   // The machine knows the model by its own name, not the endpoint's.
-  if (body && "model" in body) text = JSON.stringify({ ...body, model: endpoint.model });
-
-  const stub = endpointObject(services.env, endpoint.id);
-  const acquired = await stub.acquire(endpoint, endpoint.cold_start_wait_s * 1000, new URL(c.req.url).origin);
-  if (acquired.kind !== "routed") throw refusalOf(endpoint, acquired);
+  if (body && "model" in body) text = JSON.stringify({ ...body, model: acquired.model });
   const send = machineSender(services, acquired.provider);
   const target = `${acquired.base.replace(/\/+$/, "")}/${rest}${new URL(c.req.url).search}`;
   const sent = new Request(request.url, {
@@ -123,32 +156,111 @@ async function serve(c: Context<AppEnv>, named: string | null, restPath: string)
     body: text,
     signal: request.signal,
   });
-  return forward(send, sent, target, (sample) =>
-    c.executionCtx.waitUntil(
-      Promise.all([
-        services.keepers.recordUsage(acquired.leaseId, sample).catch(() => undefined),
-        stub.release(acquired.ticket, sample.ok).catch(() => undefined),
-      ]),
-    ),
+  return forward(send, sent, target, (sample) => {
+    // The replica's usage rides on the lease gateway's hold (one keeper call for many requests).
+    holdUsage(acquired.leaseId, sample, services.config.gatewayUsageHoldMs, c.executionCtx, (samples) =>
+      services.keepers.admission(acquired.leaseId, samples),
+    );
+    release(sample.ok);
+  });
+}
+
+/**
+ * The caller's credential without a D1 read: an endpoint key's hash (the endpoint's object
+ * compares it), or an API token with the infer scope (a scoped token is one D1 read, as on the
+ * lease gateway); 401 for anything else.
+ */
+async function credentialOf(
+  services: Services,
+  header: string | undefined,
+): Promise<{ credential: EndpointCredential; rateKey: string }> {
+  const token = bearerToken(header);
+  if (token?.startsWith("gle_")) {
+    const hash = await sha256Hex(token);
+    return { credential: { kind: "key", hash }, rateKey: `endpoint:${hash.slice(0, 32)}` };
+  }
+  const caller = token ? await callerForToken(services, token) : null;
+  if (!caller || !hasScope(caller, "infer")) throw unauthorized();
+  return { credential: { kind: "token" }, rateKey: `infer:${caller.tokenId ?? "admin"}` };
+}
+
+/**
+ * The endpoint's object asked for a replica: its id from this isolate's name → id map (D1 only
+ * for a name not seen yet, or one whose object says it is gone: deleted, or a new endpoint took
+ * the name). A key the object refuses is looked up once more to tell 401 from 404.
+ */
+async function acquireByName(
+  services: Services,
+  ctx: { waitUntil(promise: Promise<unknown>): void },
+  credential: EndpointCredential,
+  name: string,
+  origin: string,
+): Promise<Answered & { stub: DurableObjectStub<EndpointDO>; endpointId: string }> {
+  const missing = () =>
+    new EndpointError(404, "model_not_found", `no endpoint ${JSON.stringify(name.slice(0, 64))} for this key`);
+  for (let attempt = 0; attempt < 2; attempt++) {
+    let id = attempt === 0 ? endpointIds.get(name) : undefined;
+    if (id === undefined) {
+      const row = ENDPOINT_NAME.test(name) ? await getEndpointByName(services.db, name) : null;
+      if (!row) break;
+      id = row.id;
+      rememberEndpointId(name, id);
+    }
+    const stub = endpointObject(services.env, id);
+    // Ended requests ride on this call; if it fails they are sent on their own (a lost one would
+    // hold its replica's count up until its ticket expires).
+    const releases = takeReleases(id);
+    const acquired = await stub.acquire({ endpointId: id, credential, origin, releases }).catch((error: unknown) => {
+      if (releases.length > 0) ctx.waitUntil(stub.release(releases).catch(() => undefined));
+      throw error;
+    });
+    if (acquired.kind === "gone") {
+      endpointIds.delete(name);
+      continue;
+    }
+    if (acquired.kind === "unauthorized") {
+      if (credential.kind === "key" && (await getEndpointByKeyHash(services.db, credential.hash))) throw missing();
+      throw unauthorized();
+    }
+    return { ...acquired, stub, endpointId: id };
+  }
+  if (credential.kind === "key" && !(await getEndpointByKeyHash(services.db, credential.hash))) throw unauthorized();
+  throw missing();
+}
+
+/** What the endpoint's object answered a caller it let in. */
+type Answered = Exclude<Acquired, { kind: "unauthorized" | "gone" }>;
+
+/** Endpoint ids by name, in this isolate: a hint only (the endpoint's object answers `gone` for a stale one). */
+const endpointIds = new Map<string, string>();
+const MAX_REMEMBERED_IDS = 1000;
+
+function rememberEndpointId(name: string, id: string): void {
+  if (endpointIds.size >= MAX_REMEMBERED_IDS) endpointIds.clear();
+  endpointIds.set(name, id);
+}
+
+function unauthorized(): EndpointError {
+  return new EndpointError(
+    401,
+    "unauthorized",
+    "an endpoint's key (gle_…), or a token with the infer scope, is needed",
+    { "WWW-Authenticate": 'Bearer realm="gpulease-llm"' },
   );
 }
 
-/** The endpoint's key, or an API token with the infer scope; 401 otherwise. */
+/** The endpoint's key, or an API token with the infer scope; 401 otherwise (the D1 path: lists and errors). */
 async function authorize(services: Services, header: string | undefined): Promise<KeyHolder> {
   const token = bearerToken(header);
-  const refuse = () =>
-    new EndpointError(401, "unauthorized", "an endpoint's key (gle_…), or a token with the infer scope, is needed", {
-      "WWW-Authenticate": 'Bearer realm="gpulease-llm"',
-    });
-  if (!token) throw refuse();
+  if (!token) throw unauthorized();
   if (token.startsWith("gle_")) {
     const hash = await sha256Hex(token);
     const endpoint = await getEndpointByKeyHash(services.db, hash);
-    if (!endpoint) throw refuse();
+    if (!endpoint) throw unauthorized();
     return { kind: "endpoint", endpoint, rateKey: `endpoint:${hash.slice(0, 32)}` };
   }
   const caller = await callerForToken(services, token);
-  if (!caller || !hasScope(caller, "infer")) throw refuse();
+  if (!caller || !hasScope(caller, "infer")) throw unauthorized();
   return { kind: "token", rateKey: `infer:${caller.tokenId ?? "admin"}` };
 }
 
@@ -187,20 +299,20 @@ async function modelList(services: Services, holder: KeyHolder, named: string | 
   return { object: "list" as const, data };
 }
 
-function refusalOf(endpoint: EndpointRow, acquired: Exclude<Acquired, { kind: "routed" }>): EndpointError {
+function refusalOf(name: string, acquired: Exclude<Answered, { kind: "routed" }>): EndpointError {
   switch (acquired.kind) {
     case "starting":
       return new EndpointError(
         503,
         "endpoint_starting",
-        `endpoint ${endpoint.name}: a replica of ${endpoint.model} is starting, expected by ${acquired.expectedAt}; retry in ${acquired.retryAfterS} s`,
+        `endpoint ${name}: a replica is starting, expected by ${acquired.expectedAt}; retry in ${acquired.retryAfterS} s`,
         { "Retry-After": String(acquired.retryAfterS) },
       );
     case "breaker_open":
       return new EndpointError(
         503,
         "endpoint_unavailable",
-        `endpoint ${endpoint.name} is not renting: ${acquired.detail}; it tries again in ${acquired.retryAfterS} s or when changed (PATCH)`,
+        `endpoint ${name} is not renting: ${acquired.detail}; it tries again in ${acquired.retryAfterS} s or when changed (PATCH)`,
         { "Retry-After": String(acquired.retryAfterS) },
       );
     case "budget_exhausted":

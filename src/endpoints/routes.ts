@@ -214,7 +214,9 @@ export const endpointRoutes = createRouter()
     const services = c.get("services");
     const row = await endpointOr404(services, c.req.valid("param").name);
     const key = newEndpointKey();
-    if (!(await setEndpointKey(services.db, row.name, await sha256Hex(key), services.clock())))
-      throw new ApiError("not_found", `no endpoint ${JSON.stringify(row.name)}`);
+    const rotated = await setEndpointKey(services.db, row.name, await sha256Hex(key), services.clock());
+    if (!rotated) throw new ApiError("not_found", `no endpoint ${JSON.stringify(row.name)}`);
+    // The endpoint's object checks the key on each request: it holds the new one before the answer.
+    await endpointObject(services.env, rotated.id).configure(rotated, { resetBreaker: false });
     return c.json({ key }, 200);
   });

@@ -114,12 +114,19 @@ export async function patchEndpoint(
 }
 
 /** Replaces the key's hash: the old key stops working with this write. */
-export async function setEndpointKey(db: D1Database, name: string, keyHash: string, now: number): Promise<boolean> {
-  const result = await db
-    .prepare("UPDATE endpoints SET key_hash = ?, updated_at = ? WHERE name = ?")
-    .bind(keyHash, iso(now), name)
-    .run();
-  return result.meta.changes === 1;
+/** Replaces the endpoint's key; the row as written, or null when the endpoint is gone. */
+export async function setEndpointKey(
+  db: D1Database,
+  name: string,
+  keyHash: string,
+  now: number,
+): Promise<EndpointRow | null> {
+  return parse(
+    await db
+      .prepare("UPDATE endpoints SET key_hash = ?, updated_at = ? WHERE name = ? RETURNING *")
+      .bind(keyHash, iso(now), name)
+      .first(),
+  );
 }
 
 export async function deleteEndpoint(db: D1Database, id: string): Promise<void> {

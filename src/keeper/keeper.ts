@@ -465,7 +465,7 @@ export class LeaseKeeper extends DurableObject<Env> {
     const cause =
       capReached(lease, loop, now, s) ??
       (idleAt !== null && now >= idleAt
-        ? { reason: "requested" as const, error: null, detail: idleDetail(lease.spec.idle_minutes ?? 0) }
+        ? { reason: "idle" as const, error: null, detail: idleDetail(lease.spec.idle_minutes ?? 0) }
         : null);
     if (cause) first = decideCap(lease, loop, cause, now);
     else {

@@ -13,5 +13,5 @@ export function idleDeadline(lease: LeaseRow, lastRequestAt: number | null): num
   return since + minutes * 60_000;
 }
 
-/** The stop detail of an idle lease (its stop_reason is `requested`: the ledger's reasons are fixed). */
-export const idleDetail = (minutes: number) => `idle: no request through the gateway for ${minutes} minutes`;
+/** The stop detail of an idle lease (its stop_reason is `idle`). */
+export const idleDetail = (minutes: number) => `no request through the gateway for ${minutes} minutes`;

@@ -35,6 +35,8 @@ export const StoredSpecSchema = z.object({
   download_s: z.number().nonnegative().default(0),
   /** a model lease is stopped after this long with no request through the gateway (src/leases/idle.ts) */
   idle_minutes: z.number().int().positive().nullable().optional(),
+  /** the model endpoint (its name) whose replica the lease is (src/endpoints) */
+  endpoint: z.string().nullable().optional(),
 });
 export type StoredSpec = z.infer<typeof StoredSpecSchema>;
 
@@ -127,6 +129,7 @@ export function toLease(row: LeaseRow, creates: readonly CreateRecord[], usage: 
     stop_reason: row.stop_reason,
     exit_code: row.exit_code,
     schedule_id: row.schedule_id,
+    endpoint: row.spec.endpoint ?? null,
     created_at: row.created_at,
     running_at: row.running_at,
     stop_requested_at: row.stop_requested_at,

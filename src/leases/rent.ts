@@ -57,6 +57,8 @@ export interface CreateOptions {
   idempotencyScope?: "dispatcher";
   scheduleId?: string | null;
   tokenId?: string | null;
+  /** the model endpoint the lease is a replica of (its name) */
+  endpoint?: string | null;
   /**
    * where the worker answers when PUBLIC_URL is unset: the origin the request came in on, or for
    * a cron-started lease the origin of its schedule's last request. The call-back URL (and the
@@ -117,7 +119,10 @@ export async function createLease(services: Services, input: LeaseInput, options
       name: input.name ?? null,
       label,
       template: input.template,
-      spec: storedSpec(input, services.config.ollamaImage, sizing?.model ?? null),
+      spec: {
+        ...storedSpec(input, services.config.ollamaImage, sizing?.model ?? null),
+        endpoint: options.endpoint ?? null,
+      },
       max_minutes: input.max_minutes,
       max_cost: input.max_cost ?? null,
       // The reservation the budget check counts: the worst case over the offers to try.

@@ -19,6 +19,7 @@ export const stopReasons = [
   "reaper",
   "rent_failed",
   "start_failed",
+  "idle",
 ] as const;
 export const StopReasonSchema = z.enum(stopReasons).openapi("StopReason");
 export type StopReason = z.infer<typeof StopReasonSchema>;
@@ -166,6 +167,10 @@ export const LeaseSchema = z
     stop_reason: StopReasonSchema.nullable(),
     exit_code: z.number().int().nullable(),
     schedule_id: z.string().nullable(),
+    endpoint: z
+      .string()
+      .nullable()
+      .openapi({ description: "the model endpoint whose replica this lease is (its name); null for any other lease" }),
     created_at: z.string(),
     running_at: z.string().nullable(),
     stop_requested_at: z.string().nullable(),

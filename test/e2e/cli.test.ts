@@ -219,6 +219,33 @@ describe("gpulease", () => {
     expect(tooMany.stderr).toMatch(/^error: invalid_request: /);
   });
 
+  test("endpoint create, ls, show and rm", async () => {
+    const created = await ok([
+      "endpoint",
+      "create",
+      "cli-ep",
+      "--model",
+      "llama3.2:1b",
+      "--provider",
+      "sim",
+      "--idle",
+      "5",
+    ]);
+    expect(created.stdout).toMatch(/^cli-ep idle {2}base URL http:\/\/.+\/llm\/v1$/m);
+    expect(created.stdout).toMatch(/^key \(shown once\): gle_\S+$/m);
+    const ls = (await ok(["endpoint", "ls"])).stdout.trim().split("\n");
+    expect(ls[0]).toMatch(/^NAME\s+MODEL\s+STATE\s+RUNNING\s+REPLICAS\s+IDLE_MIN\s+TODAY$/);
+    expect(ls.find((line) => line.startsWith("cli-ep"))).toMatch(/^cli-ep\s+llama3\.2:1b\s+idle\s+0\s+0-2\s+5\s/);
+    expect((await ok(["endpoint", "show", "cli-ep"])).stdout).toMatch(/^cli-ep {2}llama3\.2:1b {2}idle {2}http/);
+    const shown = JSON.parse((await ok(["endpoint", "show", "cli-ep", "--json"])).stdout);
+    expect(shown).toMatchObject({ name: "cli-ep", min_replicas: 0, idle_minutes: 5, replicas: [] });
+    expect(JSON.stringify(shown)).not.toContain("gle_");
+    expect((await ok(["endpoint", "rm", "cli-ep"])).stdout).toMatch(/^cli-ep deleted; 0 replica\(s\) stopping$/m);
+    const gone = await gpulease(["endpoint", "show", "cli-ep"]);
+    expect(gone.code).toBe(1);
+    expect(gone.stderr.trim()).toMatch(/^error: not_found: /);
+  });
+
   test("stop-all needs --yes (exit 2), then stops everything", async () => {
     const refused = await gpulease(["stop-all"]);
     expect(refused.code).toBe(2);

@@ -63,7 +63,10 @@ async function modelSuite(registryUrl: string): Promise<SuiteOptions> {
 async function startSuite(suite: Suite, registryUrl: string) {
   for (let attempt = 1; ; attempt++) {
     const options: SuiteOptions =
-      suite === "model" || suite === "gateway" ? await modelSuite(registryUrl) : { vars: [] };
+      suite === "model" || suite === "gateway"
+        ? await modelSuite(registryUrl)
+        : // The CLI's `endpoint create` sizes its model at the registry: the fake.
+          { vars: suite === "cli" ? ["--var", `OLLAMA_REGISTRY_URL:${registryUrl}`] : [] };
     try {
       return await startWorker({
         sim: true,

@@ -170,6 +170,22 @@ describe("observe", () => {
     expect(stateOf(loop, policy(), T0 + 5)).toBe("breaker_open");
     expect(plan(loop, policy(), T0 + 5).rent).toBe(0);
     expect(plan(loop, policy(), T0 + BREAKER_OPEN_MS + 5).rent).toBeGreaterThan(0);
+    // Every look observes before it plans: past the window the breaker stays closed for a rental
+    // to be tried (half-open), and one more failed start opens it again.
+    const after = T0 + BREAKER_OPEN_MS + 5;
+    const halfOpen = observe(loop, new Map(), after, 15 * MIN);
+    expect(halfOpen.events).toEqual([]);
+    expect(stateOf(halfOpen.loop, policy(), after)).not.toBe("breaker_open");
+    expect(plan(halfOpen.loop, policy(), after).rent).toBeGreaterThan(0);
+    const trial = replica("trial", { phase: "starting", runningAt: null, base: null, rentedAt: after });
+    const failedAgain = observe(
+      { ...halfOpen.loop, replicas: [trial] },
+      seen({ trial: "stopped" }),
+      after + 1,
+      15 * MIN,
+    );
+    expect(failedAgain.events.map((e) => e.kind)).toContain("breaker_open");
+    expect(stateOf(failedAgain.loop, policy(), after + 2)).toBe("breaker_open");
     // A start that succeeds resets the count.
     const ok = replica("ok", { phase: "starting", runningAt: null, base: null });
     expect(observe({ ...loop, replicas: [ok] }, seen({ ok: "running" }), T0 + 6, 15 * MIN).loop.failedStarts).toBe(0);

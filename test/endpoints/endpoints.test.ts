@@ -1,15 +1,25 @@
-import { createExecutionContext, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import {
+  createExecutionContext,
+  runDurableObjectAlarm,
+  runInDurableObject,
+  waitOnExecutionContext,
+} from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import OpenAI from "openai";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createApp } from "../../src/app";
+import { loadConfig } from "../../src/config";
+import { takeReleases } from "../../src/endpoints/release-hold";
 import worker from "../../src/index";
 import type { Lease } from "../../src/leases/schema";
+import { createServices } from "../../src/services";
 import { simCloud } from "../../src/sim/cloud";
+import { signatureHeader, standardWebhookHeaders } from "../../src/webhooks/signing";
 import { issueToken } from "../auth/tokens-helper";
 import { browse, signIn } from "../dashboard/support";
-import { type InstalledFakes, installFakes } from "../fakes/install";
+import { type FakeService, type InstalledFakes, installFakes } from "../fakes/install";
 import { OllamaRegistryFake } from "../fakes/ollama-registry";
-import { api } from "../helpers";
+import { ADMIN_TOKEN, api } from "../helpers";
 import { TestClock } from "../support/clock";
 import { driveTo, ledgerLease } from "../support/keeper";
 
@@ -253,7 +263,10 @@ describe("the one base URL", () => {
     expect(shown.replicas).toEqual([expect.objectContaining({ lease_id: leaseId, status: "running", in_flight: 0 })]);
     // The replica is a model lease like any other.
     const lease = (await (await api(`/v1/leases/${leaseId}`)).json()) as Lease;
-    expect(lease).toMatchObject({ status: "running", name: "endpoint cold", spec: { model: MODEL } });
+    expect(lease).toMatchObject({ status: "running", name: "endpoint cold", endpoint: "cold", spec: { model: MODEL } });
+    // Listed too, tagged with its endpoint; a lease of no endpoint shows null.
+    const listed = (await (await api("/v1/leases?status=active")).json()) as { leases: Lease[] };
+    expect(listed.leases.find((l) => l.id === leaseId)?.endpoint).toBe("cold");
 
     // The dashboard's Endpoints page: the endpoint, its replica, its cold start charted and tabled.
     const { cookie } = await signIn();
@@ -264,6 +277,9 @@ describe("the one base URL", () => {
     expect(html).toContain('data-chart="cold-cold"');
     expect(html).toContain('<figure class="chart"');
     expect(html).toContain("Every cold start");
+    // The replica's lease page names its endpoint, linked to it.
+    const leasePage = await (await browse(`/leases/${leaseId}`, { cookie })).text();
+    expect(leasePage).toContain('<a href="/endpoints#endpoint-cold">cold</a>');
   });
 
   it("holds a request up to cold_start_wait_s and answers it once the replica runs", async () => {
@@ -315,7 +331,18 @@ describe("the one base URL", () => {
     });
     expect(pull.status).toBe(403);
     expect(((await pull.json()) as { code: string }).code).toBe("forbidden");
+    // The lease gateway's body checks hold here too: no unloading the model, no context above its sizing.
+    for (const asked of [{ keep_alive: 0 }, { options: { num_ctx: 1_000_000 } }]) {
+      const refused = await workerFetch("http://gpulease.test/llm/e/direct/api/chat", {
+        method: "POST",
+        headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ model: "direct", messages: [{ role: "user", content: "hi" }], ...asked }),
+      });
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as { code: string }).code).toBe("invalid_request");
+    }
     await settle();
+    expect((await view("direct")).replicas[0]?.in_flight).toBe(0);
   });
 
   it("goes quiet and is back to zero replicas, verified, within idle_minutes and one keeper interval", async () => {
@@ -338,6 +365,9 @@ describe("the one base URL", () => {
     const stopped = await driveTo(leaseId, "stopped", { clock, maxAlarms: 200 });
     expect(stopped.teardown_verified_at).not.toBeNull();
     expect(stopped.error ?? "").toBe("");
+    // Stopped for being idle, said as its own reason, on a lease that names its endpoint.
+    const shown = (await (await api(`/v1/leases/${leaseId}`)).json()) as Lease;
+    expect(shown).toMatchObject({ stop_reason: "idle", endpoint: "quiet" });
     await fireEndpoint("quiet");
     expect((await view("quiet")).replicas).toEqual([]);
     expect((await view("quiet")).state).toBe("idle");
@@ -422,6 +452,7 @@ describe("the one base URL", () => {
     await fireEndpoint("budget", { moveClock: false });
     expect((await view("budget")).state).toBe("budget_exhausted");
     expect(["stopping", "stopped"]).toContain((await ledgerLease(leaseId)).status);
+    expect((await ledgerLease(leaseId)).stop_reason).toBe("budget");
     const refused = await client(key)
       .chat.completions.create(chat("budget"))
       .catch((error: unknown) => error as InstanceType<typeof OpenAI.APIError>);
@@ -441,5 +472,285 @@ describe("the one base URL", () => {
     const stopped = await driveTo(leaseId, "stopped", { clock, maxAlarms: 200 });
     expect(stopped.teardown_verified_at).not.toBeNull();
     expect((await api("/v1/endpoints/gone")).status).toBe(404);
+  });
+});
+
+/** The worker with every D1 query its requests make counted, and every call to an endpoint's object. */
+function instrumented(holdMs = 0) {
+  const d1: string[] = [];
+  const objectCalls: string[] = [];
+  const countingDb = new Proxy(env.DB, {
+    get(target, name, receiver) {
+      const value = Reflect.get(target, name, receiver);
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        d1.push(`${String(name)} ${typeof args[0] === "string" ? args[0].slice(0, 50) : ""}`);
+        return value.apply(target, args);
+      };
+    },
+  });
+  const namespace = env.ENDPOINT;
+  const endpoints = new Proxy(namespace, {
+    get(target, name, receiver) {
+      const value = Reflect.get(target, name, receiver);
+      if (typeof value !== "function") return value;
+      if (name !== "getByName" && name !== "get") return value.bind(target);
+      return (...args: unknown[]) => {
+        const stub = value.apply(target, args) as Record<string, unknown>;
+        return new Proxy(stub, {
+          get(object, method) {
+            const call = Reflect.get(object, method);
+            if (typeof call !== "function") return call;
+            return (...callArgs: unknown[]) => {
+              objectCalls.push(String(method));
+              return Reflect.apply(call, object, callArgs);
+            };
+          },
+        });
+      };
+    },
+  });
+  const app = createApp({
+    services: (e) => ({
+      ...createServices({ ...e, ENDPOINT: endpoints } as Env, { ...loadConfig(e), gatewayUsageHoldMs: holdMs }),
+      db: countingDb,
+    }),
+  });
+  const call = async (key: string, body: unknown, path = "chat/completions") => {
+    const ctx = createExecutionContext();
+    const res = await app.fetch(
+      new Request(`${BASE}/${path}`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+      }),
+      env,
+      ctx,
+    );
+    const text = await res.text();
+    // A held release waits in waitUntil for its hold: only a request without one is settled here.
+    if (holdMs === 0) await waitOnExecutionContext(ctx);
+    return { status: res.status, text };
+  };
+  const reset = () => {
+    d1.length = 0;
+    objectCalls.length = 0;
+  };
+  return { d1, objectCalls, call, reset };
+}
+
+describe("the warm path", () => {
+  it("a warm request reads nothing from D1 and makes one call to the endpoint's object before its answer", async () => {
+    const { key } = await createEndpoint({ name: "warm" });
+    await warm("warm", key);
+    const { d1, objectCalls, call, reset } = instrumented();
+    // The isolate's first request for the name finds the endpoint's id in D1; none after it does.
+    expect((await call(key, chat("warm"))).status).toBe(200);
+    reset();
+    for (let i = 0; i < 3; i++) expect((await call(key, chat("warm"))).status).toBe(200);
+    // The bootstrap admin token needs no D1 either (a scoped token is one read, as on the lease gateway).
+    expect((await call(ADMIN_TOKEN, chat("warm"))).status).toBe(200);
+    expect(d1).toEqual([]);
+    // acquire before each answer; the release after it (waitUntil), nothing else.
+    expect(objectCalls).toEqual(Array(4).fill(["acquire", "release"]).flat());
+    const shown = await view("warm");
+    expect(shown.replicas).toEqual([expect.objectContaining({ status: "running", in_flight: 0 })]);
+  });
+
+  it("a busy endpoint: each request's release rides on the next one's call, one call to the object per request", async () => {
+    const { key } = await createEndpoint({ name: "busy" });
+    await warm("busy", key);
+    const { objectCalls, call } = instrumented(60_000);
+    for (let i = 0; i < 3; i++) expect((await call(key, chat("busy"))).status).toBe(200);
+    expect(objectCalls).toEqual(["acquire", "acquire", "acquire"]);
+    // The last request's release still waits in the hold: its replica counts it in flight until sent.
+    expect((await view("busy")).replicas[0]?.in_flight).toBe(1);
+    const row = await env.DB.prepare("SELECT id FROM endpoints WHERE name = 'busy'").first<{ id: string }>();
+    const held = takeReleases(row?.id as string);
+    expect(held).toEqual([{ ticket: expect.any(String), ok: true }]);
+    await (await endpointObject("busy")).release(held);
+    expect((await view("busy")).replicas[0]?.in_flight).toBe(0);
+  });
+
+  it("a rotated key is refused at once on the warm path, the new one works, another endpoint's key is a 404", async () => {
+    const { key } = await createEndpoint({ name: "turn" });
+    const other = await createEndpoint({ name: "other" });
+    await warm("turn", key);
+    const { call } = instrumented();
+    expect((await call(key, chat("turn"))).status).toBe(200);
+    const rotated = await api("/v1/endpoints/turn/keys", { method: "POST" });
+    const { key: fresh } = (await rotated.json()) as { key: string };
+    const old = await call(key, chat("turn"));
+    expect(old.status).toBe(401);
+    expect(JSON.parse(old.text)).toMatchObject({ error: { type: "authentication_error", code: "unauthorized" } });
+    expect((await call(fresh, chat("turn"))).status).toBe(200);
+    const foreign = await call(other.key, chat("turn"));
+    expect(foreign.status).toBe(404);
+    expect(JSON.parse(foreign.text)).toMatchObject({ error: { code: "model_not_found" } });
+    expect((await call(`gle_${"x".repeat(43)}`, chat("turn"))).status).toBe(401);
+  });
+
+  it("a name deleted and created again reaches the new endpoint, not the old one's object", async () => {
+    const first = await createEndpoint({ name: "again" });
+    await warm("again", first.key);
+    const { call } = instrumented();
+    expect((await call(first.key, chat("again"))).status).toBe(200);
+    expect((await api("/v1/endpoints/again", { method: "DELETE" })).status).toBe(200);
+    // The isolate still maps the name to the deleted endpoint's id: its object says gone.
+    const deleted = await call(first.key, chat("again"));
+    expect(deleted.status).toBe(401);
+    const second = await createEndpoint({ name: "again" });
+    const cold = await call(second.key, chat("again"));
+    expect(cold.status).toBe(503);
+    expect(JSON.parse(cold.text)).toMatchObject({ error: { code: "endpoint_starting" } });
+    expect((await call(first.key, chat("again"))).status).toBe(401);
+    await settle();
+  });
+});
+
+/** A webhook receiver at hooks.example.com: every delivery's headers and body, as sent. */
+class HookReceiver implements FakeService {
+  readonly received: { headers: Headers; body: string }[] = [];
+  handles(url: URL): boolean {
+    return url.hostname === "hooks.example.com";
+  }
+  async handle(request: Request): Promise<Response> {
+    this.received.push({ headers: request.headers, body: await request.text() });
+    return new Response(null, { status: 204 });
+  }
+}
+
+/**
+ * A webhook for the endpoint events, delivered to a receiver installed beside the registry fake;
+ * `delivered` runs the outbox's sender until `count` deliveries are in, and checks each one's
+ * signatures (Gpulease-Signature and the Standard Webhooks header) with the hook's secret.
+ */
+async function endpointHook(): Promise<{
+  delivered(count: number): Promise<{ type: string; data: Record<string, unknown> }[]>;
+}> {
+  await env.DB.batch([env.DB.prepare("DELETE FROM webhook_deliveries"), env.DB.prepare("DELETE FROM webhook_events")]);
+  const receiver = new HookReceiver();
+  fakes.restore();
+  fakes = installFakes(new OllamaRegistryFake(), receiver);
+  const events = [
+    "endpoint.replica_started",
+    "endpoint.replica_stopped",
+    "endpoint.replica_replaced",
+    "endpoint.breaker_open",
+  ];
+  const res = await api("/v1/webhooks", { method: "POST", json: { url: "https://hooks.example.com/e", events } });
+  expect(res.status).toBe(201);
+  const { id, secret } = (await res.json()) as { id: string; secret: string };
+  return {
+    async delivered(count) {
+      const sender = env.WEBHOOK_SENDER.getByName("outbox");
+      for (let i = 0; i < 50 && receiver.received.length < count; i++) {
+        await runDurableObjectAlarm(sender);
+        if (receiver.received.length < count) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(receiver.received).toHaveLength(count);
+      const bodies = [];
+      for (const { headers, body } of receiver.received) {
+        const signature = headers.get("Gpulease-Signature") ?? "";
+        const t = Number(/^t=(\d+),/.exec(signature)?.[1]);
+        expect(signature).toBe(await signatureHeader(secret, body, t * 1000));
+        const standard = await standardWebhookHeaders(
+          secret,
+          headers.get("webhook-id") ?? "",
+          body,
+          Number(headers.get("webhook-timestamp")) * 1000,
+        );
+        expect(headers.get("webhook-signature")).toBe(standard["webhook-signature"]);
+        const parsed = JSON.parse(body) as { type: string; data: Record<string, unknown> };
+        expect(headers.get("Gpulease-Event")).toBe(parsed.type);
+        bodies.push(parsed);
+      }
+      await api(`/v1/webhooks/${id}`, { method: "DELETE" });
+      return bodies;
+    },
+  };
+}
+
+describe("the circuit breaker and the endpoint's webhooks", () => {
+  it("three failed starts open the breaker: shown by the endpoint and /llm/v1/models, 503 endpoint_unavailable in OpenAI's shape, announced signed; it closes after its window", async () => {
+    const hook = await endpointHook();
+    const { key } = await createEndpoint({ name: "flaky" });
+    await simCloud(env.SIM_CLOUD).configure({ faults: { no_capacity: true } });
+    const first = await workerFetch(`${BASE}/chat/completions`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+      body: JSON.stringify(chat("flaky")),
+    });
+    expect(first.status).toBe(503);
+    await settle();
+    // Each look rents, and the sim has no capacity: a failed start each time.
+    for (let i = 0; i < 3; i++) await fireEndpoint("flaky");
+    const shown = await view("flaky");
+    expect(shown).toMatchObject({ state: "breaker_open", failed_starts: 3, replicas: [] });
+    const models = await client(key).models.list();
+    expect(models.data).toEqual([expect.objectContaining({ id: "flaky", state: "breaker_open" })]);
+    const refused = await workerFetch(`${BASE}/chat/completions`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+      body: JSON.stringify(chat("flaky")),
+    });
+    expect(refused.status).toBe(503);
+    expect(Number(refused.headers.get("Retry-After"))).toBeGreaterThan(14 * 60);
+    const error = ((await refused.json()) as { error: { message: string; type: string; code: string } }).error;
+    expect(error).toMatchObject({ type: "server_error", code: "endpoint_unavailable" });
+    expect(error.message).toMatch(/3 replica starts failed in a row/);
+    await settle();
+    // No rental while it is open, however often the object looks.
+    await fireEndpoint("flaky", { moveClock: false });
+    expect(await replicaIds("flaky")).toEqual([]);
+    const [announced] = await hook.delivered(1);
+    expect(announced).toMatchObject({ type: "endpoint.breaker_open", data: { endpoint: "flaky", failedStarts: 3 } });
+
+    // After its window (15 minutes) the next request rents again.
+    await simCloud(env.SIM_CLOUD).configure({ faults: { no_capacity: false } });
+    clock.advance(15 * 60_000 + 1_000);
+    const again = await client(key)
+      .chat.completions.create(chat("flaky"))
+      .catch((e: unknown) => e as InstanceType<typeof OpenAI.APIError>);
+    expect(again).toMatchObject({ status: 503, code: "endpoint_starting" });
+    await settle();
+    await fireEndpoint("flaky", { moveClock: false });
+    expect(await replicaIds("flaky")).toHaveLength(1);
+    expect((await view("flaky")).state).toBe("starting");
+  });
+
+  it("a replica started, lost and replaced, and stopped when idle: each announced, signed", async () => {
+    const hook = await endpointHook();
+    const { key } = await createEndpoint({ name: "told", idle_minutes: 3 });
+    const first = await warm("told", key);
+    const lease = await ledgerLease(first);
+    expect((await api(`/v1/sim/machines/${lease.provider_ref}`, { method: "DELETE" })).status).toBe(200);
+    await client(key)
+      .chat.completions.create(chat("told"))
+      .catch(() => undefined);
+    await settle();
+    await driveTo(first, "stopped", { clock, maxAlarms: 200 });
+    await fireEndpoint("told", { moveClock: false });
+    const second = (await replicaIds("told")).find((id) => id !== first) as string;
+    expect(second).toBeDefined();
+    await driveTo(second, "running", { clock, maxAlarms: 200 });
+    await fireEndpoint("told", { moveClock: false });
+    // Quiet past idle_minutes: drained and stopped.
+    for (let i = 0; i < 10 && (await ledgerLease(second)).status === "running"; i++) await fireEndpoint("told");
+    expect((await ledgerLease(second)).stop_reason).toBe("idle");
+    const bodies = await hook.delivered(4);
+    expect(bodies.map((b) => `${b.type} ${b.data.leaseId}`).sort()).toEqual(
+      [
+        `endpoint.replica_started ${first}`,
+        `endpoint.replica_replaced ${first}`,
+        `endpoint.replica_started ${second}`,
+        `endpoint.replica_stopped ${second}`,
+      ].sort(),
+    );
+    expect(bodies.find((b) => b.type === "endpoint.replica_stopped")?.data).toMatchObject({
+      endpoint: "told",
+      reason: "idle",
+    });
+    await driveTo(second, "stopped", { clock, maxAlarms: 200 });
   });
 });

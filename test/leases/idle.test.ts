@@ -71,6 +71,13 @@ describe("idle_minutes on a model lease", () => {
     expect(events.events.find((e) => e.kind === "stop_requested")?.detail).toMatch(/idle: no request/);
     const stopped = await driveTo(id, "stopped", { clock, maxAlarms: 200 });
     expect(stopped.teardown_verified_at).not.toBeNull();
+    // Its own stop reason, through the API: the lease and its stop events say `idle`.
+    const shown = (await (await api(`/v1/leases/${id}`)).json()) as Lease;
+    expect(shown).toMatchObject({ status: "stopped", stop_reason: "idle", endpoint: null });
+    const ended = (await (await api(`/v1/leases/${id}/events`)).json()) as {
+      events: { kind: string; reason: string | null }[];
+    };
+    expect(ended.events.find((e) => e.kind === "stop_requested")?.reason).toBe("idle");
   });
 
   it("is refused on a lease without a model", async () => {

@@ -157,6 +157,15 @@ export function LeaseDetail({ view, caller, csrf }: { view: LeaseView; caller: C
             </dd>
           </>
         ) : null}
+        {lease.endpoint ? (
+          <>
+            <dt>Endpoint</dt>
+            <dd>
+              <a href={`/endpoints#endpoint-${lease.endpoint}`}>{lease.endpoint}</a>{" "}
+              <span class="muted small">a replica of this model endpoint</span>
+            </dd>
+          </>
+        ) : null}
         {lease.usage ? (
           <>
             <dt>Usage</dt>
