@@ -3,6 +3,8 @@ import { availableParallelism } from "node:os";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { defineConfig, type TestProjectInlineConfiguration } from "vitest/config";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
+// @ts-expect-error: plain ESM script, also run on its own by npm scripts; no type declarations
+import { copyDocsAssets } from "./scripts/docs-assets.mjs";
 
 /**
  * workerd keeps Durable Object and D1 storage as SQLite files under the temp folder (miniflare
@@ -19,6 +21,8 @@ function storageInMemory(): void {
   }
 }
 storageInMemory();
+// /docs/api-reference.js, served by the runtime's static assets (wrangler.toml [assets]).
+copyDocsAssets();
 
 /**
  * Suites of pure modules (no bindings, no fetch, no Durable Objects): they run in Node and skip
@@ -26,6 +30,7 @@ storageInMemory();
  */
 const PURE_SUITES = [
   "test/account/spend.test.ts",
+  "test/app/docs-assets.test.ts",
   "test/app/provider-names.test.ts",
   "test/auth/policy.test.ts",
   "test/auth/rate-window.test.ts",

@@ -3,6 +3,7 @@
 // Extra arguments go to wrangler dev, e.g. `npm start -- --port 8788 --var VAST_API_URL:http://127.0.0.1:9001`.
 import { spawn, spawnSync } from "node:child_process";
 import { copyFileSync, existsSync, readFileSync } from "node:fs";
+import { copyDocsAssets } from "./docs-assets.mjs";
 
 const wrangler = "node_modules/.bin/wrangler";
 const env = { ...process.env, WRANGLER_SEND_METRICS: "false" };
@@ -11,6 +12,7 @@ if (!existsSync(".dev.vars")) {
   copyFileSync(".dev.vars.example", ".dev.vars");
   console.log("created .dev.vars from .dev.vars.example");
 }
+copyDocsAssets();
 const adminToken = /^ADMIN_TOKEN=(.*)$/m.exec(readFileSync(".dev.vars", "utf8"))?.[1]?.trim();
 
 // CI=true and no stdin: wrangler applies the migrations without its "Ok to proceed?" prompt.

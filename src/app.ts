@@ -1,11 +1,11 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { Scalar } from "@scalar/hono-api-reference";
 import { HTTPException } from "hono/http-exception";
 import { accountRoutes } from "./account/routes";
 import { authenticate, enforceScope, rateLimit } from "./auth/middleware";
 import { tokenRoutes } from "./auth/routes";
 import { ConfigError, loadSettings } from "./config";
 import { dashboardRoutes } from "./dashboard/routes";
+import { docsPage } from "./docs/reference";
 import { endpointGatewayRoutes } from "./endpoints/gateway";
 import { endpointRoutes } from "./endpoints/routes";
 import { ApiError } from "./errors";
@@ -119,7 +119,7 @@ export function createApp(options: AppOptions = {}) {
     },
   };
   app.get("/openapi.json", (c) => c.json(finishDocument(app.getOpenAPI31Document(documentConfig))));
-  app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "gpulease API" }));
+  app.get("/docs", docsPage);
 
   // The web dashboard at /: its pages call the routes above in-process, as the signed-in token.
   app.route(

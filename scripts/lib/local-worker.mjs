@@ -6,6 +6,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { copyDocsAssets } from "../docs-assets.mjs";
 
 export const ADMIN = "local-e2e-admin-token";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -39,6 +40,7 @@ export async function startWorker({
   main = null,
 } = {}) {
   port ??= await freePort();
+  copyDocsAssets();
   const inspectorPort = await freePort();
   const persist = mkdtempSync(join(tmpdir(), "gpulease-local-"));
   const env = { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" };

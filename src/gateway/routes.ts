@@ -156,6 +156,7 @@ export async function forward(
   const kind = type.includes("event-stream") ? "sse" : type.includes("ndjson") ? "ndjson" : "json";
   const reader = new UsageReader(kind);
   if (kind !== "sse") filter = null;
+  const streamFilter = filter;
   let firstAt: number | null = null;
   let recorded = false;
   // Once per request, however the body ends: read to its end, the machine failing mid-stream, or
@@ -170,6 +171,7 @@ export async function forward(
       completion_tokens: counts?.completion_tokens ?? 0,
       decode_tokens_per_s: counts?.decode_tokens_per_s ?? null,
       first_token_ms: firstAt === null ? null : firstAt - started,
+      unparsed: reader.overlong + (streamFilter?.overlong ?? 0),
     });
   };
   const out = new Headers(upstream.headers);
@@ -209,11 +211,12 @@ export async function forward(
         }
         firstAt ??= Date.now();
         reader.push(next.value);
+        // Filtered before the sample is taken: an overlong event in this chunk is in its count.
+        const out = filter ? filter.push(next.value) : next.value;
         received += next.value.byteLength;
         // Complete (its whole length, or the stream's last word): counted before the last bytes
         // go out, so the caller's next request finds this one's usage held for its keeper call.
         if (received === expectedLength || reader.finished) record(upstream.ok);
-        const out = filter ? filter.push(next.value) : next.value;
         if (out) {
           controller.enqueue(out);
           return;

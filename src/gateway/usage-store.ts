@@ -17,6 +17,12 @@ export const LeaseUsageSchema = z
       .number()
       .nullable()
       .openapi({ description: "the lease's cost so far ÷ its tokens (prompt + completion), per million" }),
+    dropped_answers: z.number().int().openapi({
+      description: "answers whose token counts were not plausible (not whole, negative, absurd): not added above",
+    }),
+    unparsed_lines: z.number().int().openapi({
+      description: "answer lines or SSE events over the gateway's bound (256 Ki characters), passed on unread",
+    }),
   })
   .openapi("LeaseUsage");
 export type LeaseUsage = z.infer<typeof LeaseUsageSchema>;
@@ -28,6 +34,8 @@ const UsageRowSchema = z.object({
   completion_tokens: z.number().int(),
   decode_tokens_per_s: z.number().nullable(),
   first_token_ms: z.number().nullable(),
+  dropped_answers: z.number().int(),
+  unparsed_lines: z.number().int(),
 });
 export type UsageRow = z.infer<typeof UsageRowSchema>;
 
@@ -40,13 +48,16 @@ export function flushStatement(db: D1Database, leaseId: string, meter: MeterStat
   return db
     .prepare(
       `INSERT INTO lease_usage (lease_id, requests, errors, prompt_tokens, completion_tokens,
-         decode_tokens_per_s, first_token_ms, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+         decode_tokens_per_s, first_token_ms, dropped_answers, unparsed_lines, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (lease_id) DO UPDATE SET requests = excluded.requests, errors = excluded.errors,
          prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens,
          decode_tokens_per_s = excluded.decode_tokens_per_s, first_token_ms = excluded.first_token_ms,
+         dropped_answers = excluded.dropped_answers, unparsed_lines = excluded.unparsed_lines,
          updated_at = excluded.updated_at
-       WHERE excluded.requests >= lease_usage.requests`,
+       WHERE excluded.requests >= lease_usage.requests
+         AND excluded.dropped_answers >= lease_usage.dropped_answers
+         AND excluded.unparsed_lines >= lease_usage.unparsed_lines`,
     )
     .bind(
       leaseId,
@@ -56,6 +67,8 @@ export function flushStatement(db: D1Database, leaseId: string, meter: MeterStat
       meter.completion_tokens,
       median(meter.decode),
       median(meter.first),
+      meter.dropped,
+      meter.unparsed ?? 0,
       at,
     );
 }
@@ -63,7 +76,7 @@ export function flushStatement(db: D1Database, leaseId: string, meter: MeterStat
 export async function getUsage(db: D1Database, leaseId: string): Promise<UsageRow | null> {
   const row = await db
     .prepare(
-      "SELECT requests, errors, prompt_tokens, completion_tokens, decode_tokens_per_s, first_token_ms FROM lease_usage WHERE lease_id = ?",
+      "SELECT requests, errors, prompt_tokens, completion_tokens, decode_tokens_per_s, first_token_ms, dropped_answers, unparsed_lines FROM lease_usage WHERE lease_id = ?",
     )
     .bind(leaseId)
     .first();

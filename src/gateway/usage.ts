@@ -14,6 +14,11 @@ export interface UsageSample {
   decode_tokens_per_s: number | null;
   /** from the request to the first byte of the answer's body */
   first_token_ms: number | null;
+  /**
+   * lines (SSE, NDJSON) and SSE events longer than their bound that went on to the client
+   * unparsed (UsageReader.overlong + InjectedUsageFilter.overlong); absent: none
+   */
+  unparsed?: number;
 }
 
 interface Counted {
@@ -23,6 +28,12 @@ interface Counted {
 }
 
 const num = (v: unknown): number | null => (typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : null);
+/**
+ * A token count as the machine sent it, or null when it sent none. Any number goes on as it is:
+ * the keeper's meter drops an answer whose count is not plausible and counts it (a negative or
+ * fractional count read as "none" would be added as 0 instead).
+ */
+const given = (v: unknown): number | null => (typeof v === "number" ? v : null);
 
 /** The counts in one JSON object of either API, or null when it carries none. */
 export function countsOf(value: unknown): Counted | null {
@@ -30,13 +41,13 @@ export function countsOf(value: unknown): Counted | null {
   const o = value as Record<string, unknown>;
   const usage = o.usage as Record<string, unknown> | undefined | null;
   if (usage && typeof usage === "object") {
-    const prompt = num(usage.prompt_tokens);
-    const completion = num(usage.completion_tokens);
+    const prompt = given(usage.prompt_tokens);
+    const completion = given(usage.completion_tokens);
     if (prompt !== null || completion !== null)
       return { prompt_tokens: prompt ?? 0, completion_tokens: completion ?? 0, decode_tokens_per_s: null };
   }
-  const evalCount = num(o.eval_count);
-  const promptCount = num(o.prompt_eval_count);
+  const evalCount = given(o.eval_count);
+  const promptCount = given(o.prompt_eval_count);
   if (evalCount === null && promptCount === null) return null;
   const duration = num(o.eval_duration);
   return {
@@ -169,7 +180,8 @@ function countsInTail(tail: string): Counted | null {
     }
   }
   const field = (name: string) => {
-    const value = [...tail.matchAll(new RegExp(`"${name}"\\s*:\\s*(\\d+)`, "g"))].at(-1)?.[1];
+    // The whole number as written (1e308 is not 1): the meter judges it.
+    const value = [...tail.matchAll(new RegExp(`"${name}"\\s*:\\s*(-?[0-9.eE+]+)`, "g"))].at(-1)?.[1];
     return value === undefined ? undefined : Number(value);
   };
   return countsOf({

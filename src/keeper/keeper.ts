@@ -225,6 +225,8 @@ export class LeaseKeeper extends DurableObject<Env> {
     await this.ctx.storage.put(KEY_LAST_REQUEST, now);
     if (meter.dropped > before.dropped)
       services.log.warn("usage_sample_dropped", { lease_id: leaseId, dropped: meter.dropped });
+    if (meter.unparsed > before.unparsed)
+      services.log.warn("usage_lines_unparsed", { lease_id: leaseId, lines: meter.unparsed - before.unparsed });
     const due = now - meter.flushedAt >= FLUSH_EVERY_MS;
     // The snapshot is stored before the D1 write: a request counted meanwhile is not lost.
     await this.ctx.storage.put(KEY_METER, due ? { ...meter, flushedAt: now, dirty: false } : meter);

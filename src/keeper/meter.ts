@@ -19,6 +19,8 @@ export interface MeterState {
   first: number[];
   /** implausible samples dropped, in all */
   dropped: number;
+  /** lines and events over their bound the gateway passed on unparsed, in all */
+  unparsed: number;
   /** of those, how many a flush has already reported (a `usage_dropped` event) */
   droppedReported: number;
   flushedAt: number;
@@ -33,6 +35,7 @@ export const emptyMeter: MeterState = {
   decode: [],
   first: [],
   dropped: 0,
+  unparsed: 0,
   droppedReported: 0,
   flushedAt: 0,
   dirty: false,
@@ -50,6 +53,8 @@ export const MAX_TOKENS_PER_ANSWER = 10_000_000;
 export const MAX_DECODE_TOKENS_PER_S = 100_000;
 /** A first byte later than this is not an answer the gateway waited for. */
 export const MAX_FIRST_TOKEN_MS = 3_600_000;
+/** More overlong lines than this in one answer would be 256 GiB of it: not a count to add. */
+export const MAX_UNPARSED_PER_ANSWER = 1_000_000;
 
 const KEEP_SAMPLES = 101;
 
@@ -66,15 +71,20 @@ export function implausible(sample: UsageSample): string | null {
   if (!rate(sample.decode_tokens_per_s, MAX_DECODE_TOKENS_PER_S)) return "decode_tokens_per_s is not plausible";
   if (sample.first_token_ms !== null && !count(sample.first_token_ms, MAX_FIRST_TOKEN_MS))
     return "first_token_ms is not plausible";
+  if (sample.unparsed !== undefined && !count(sample.unparsed, MAX_UNPARSED_PER_ANSWER))
+    return "unparsed is not a plausible count";
   return null;
 }
 
 /**
  * One request added to the meter (pure); an implausible sample is counted as dropped instead.
- * Totals stay safe integers: a sum that would pass 2^53 is dropped too.
+ * Totals stay safe integers: a sum that would pass 2^53 is dropped too. The overlong lines are
+ * the gateway's own count, added also when the machine's numbers are dropped.
  */
 export function addSample(state: MeterState, sample: UsageSample): MeterState {
-  const meter = { ...emptyMeter, ...state };
+  const base = { ...emptyMeter, ...state };
+  const unparsed = count(sample.unparsed, MAX_UNPARSED_PER_ANSWER) ? sample.unparsed : 0;
+  const meter = { ...base, unparsed: base.unparsed + unparsed };
   const prompt = meter.prompt_tokens + sample.prompt_tokens;
   const completion = meter.completion_tokens + sample.completion_tokens;
   if (implausible(sample) !== null || !Number.isSafeInteger(prompt) || !Number.isSafeInteger(completion))

@@ -273,6 +273,47 @@ describe("the dashboard in a browser", () => {
     await context.close();
   }, 180_000);
 
+  it("/docs renders the API reference from the worker's own script under its CSP, and nothing leaves the origin", async () => {
+    const context = await browser.newContext({ viewport: DESKTOP });
+    // Not newPage: the reference's few refused inline style attributes are console errors by design
+    // (src/docs/reference.ts); what matters is below.
+    const page = await context.newPage();
+    const elsewhere: string[] = [];
+    page.on("request", (request) => {
+      const url = new URL(request.url());
+      if (url.protocol !== "data:" && url.origin !== new URL(base).origin) elsewhere.push(request.url());
+    });
+    const errors: string[] = [];
+    page.on("pageerror", (error) => errors.push(error.message));
+    await page.addInitScript(() => {
+      const seen: { directive: string; blocked: string }[] = [];
+      (window as unknown as { violations: typeof seen }).violations = seen;
+      document.addEventListener("securitypolicyviolation", (event) =>
+        seen.push({ directive: event.effectiveDirective, blocked: event.blockedURI }),
+      );
+    });
+    const script = page.waitForResponse((res) => new URL(res.url()).pathname === "/docs/api-reference.js");
+    const res = await page.goto(`${base}/docs`);
+    expect(res?.headers()["content-security-policy"]).toContain("script-src 'self';");
+    // Served by Workers Static Assets from the copy of the installed package.
+    expect((await script).status()).toBe(200);
+    // Rendered: the document's title and its tags in the sidebar, styled (the nonce let its styles in).
+    await page.getByRole("heading", { name: "gpulease", level: 1 }).waitFor({ timeout: 20_000 });
+    await page.getByText("leases", { exact: true }).first().waitFor();
+    // A refused <style> has no sheet: thousands of rules mean the nonce let the stylesheet in.
+    const rules = await page.evaluate(() => [...document.styleSheets].reduce((n, s) => n + s.cssRules.length, 0));
+    expect(rules).toBeGreaterThan(500);
+    await page.screenshot({ path: join(ARTIFACTS, "docs-desktop.png") });
+    const violations = await page.evaluate(
+      () => (window as unknown as { violations: { directive: string; blocked: string }[] }).violations,
+    );
+    // Refused: only inline styles and zod's one Function("") probe, never a load from anywhere.
+    for (const v of violations) expect(["inline", "eval"], JSON.stringify(v)).toContain(v.blocked);
+    expect(elsewhere).toEqual([]);
+    expect(errors).toEqual([]);
+    await context.close();
+  });
+
   it("no page logged a console error", () => {
     expect(consoleErrors).toEqual([]);
   });

@@ -186,10 +186,20 @@ describe("UsageReader: a JSON answer too large to hold whole (a batch of embeddi
 });
 
 describe("countsOf", () => {
-  it("takes nothing that is not a count: negative, NaN, strings; no tokens/s without a duration", () => {
+  it("takes nothing that is not a number; passes any number on for the meter to judge; no tokens/s without a duration", () => {
     expect(countsOf(null)).toBeNull();
     expect(countsOf("usage")).toBeNull();
-    expect(countsOf({ usage: { prompt_tokens: -1, completion_tokens: "3" } })).toBeNull();
+    expect(countsOf({ usage: { prompt_tokens: "1", completion_tokens: "3" } })).toBeNull();
+    // Not read as "none" (0 tokens, counted): the keeper's meter drops the answer and counts it.
+    expect(countsOf({ usage: { prompt_tokens: -1, completion_tokens: "3" } })).toEqual({
+      prompt_tokens: -1,
+      completion_tokens: 0,
+      decode_tokens_per_s: null,
+    });
+    expect(countsOf({ eval_count: 2.5, prompt_eval_count: 1e308 })).toMatchObject({
+      prompt_tokens: 1e308,
+      completion_tokens: 2.5,
+    });
     expect(countsOf({ eval_count: 10 })).toEqual({
       prompt_tokens: 0,
       completion_tokens: 10,
@@ -237,12 +247,26 @@ describe("the meter: addSample and median", () => {
       decode: [40, 60],
       first: [100, 100],
       dropped: 0,
+      unparsed: 0,
       droppedReported: 0,
       flushedAt: 0,
       dirty: true,
     });
     // Pure: the empty meter is untouched.
     expect(emptyMeter).toMatchObject({ requests: 0, decode: [], first: [], dirty: false });
+  });
+
+  it("adds the gateway's overlong lines, also when the machine's numbers are dropped; a count that is not one drops the sample", () => {
+    let meter = addSample(emptyMeter, sample({ unparsed: 2 }));
+    meter = addSample(meter, sample({ prompt_tokens: -4, unparsed: 1 }));
+    expect(meter).toMatchObject({ requests: 1, dropped: 1, unparsed: 3, prompt_tokens: 10 });
+    for (const unparsed of [-1, 1.5, Number.POSITIVE_INFINITY, 2_000_000]) {
+      const next = addSample(meter, sample({ unparsed }));
+      expect(next, String(unparsed)).toMatchObject({ requests: 1, dropped: 2, unparsed: 3 });
+    }
+    // A meter stored before the field existed reads as none so far.
+    const { unparsed: _, ...old } = meter;
+    expect(addSample(old as typeof meter, sample({ unparsed: 1 })).unparsed).toBe(1);
   });
 
   it("keeps only the most recent 101 samples for the medians, but counts every request", () => {

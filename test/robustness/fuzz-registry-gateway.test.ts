@@ -1,27 +1,37 @@
 import { env } from "cloudflare:workers";
 import fc from "fast-check";
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { loadSettings } from "../../src/config";
 import { InjectedUsageFilter, MAX_EVENT_CHARS } from "../../src/gateway/stream-usage";
 import { MAX_LINE_CHARS, UsageReader } from "../../src/gateway/usage";
+import { MAX_TOKENS_PER_ANSWER } from "../../src/keeper/meter";
 import { ModelNotFoundError, modelFacts, RegistryUnavailableError } from "../../src/models/need";
 import { parseModelRef } from "../../src/models/reference";
 import { MAX_BLOB_REQUESTS, RegistryNotAllowedError } from "../../src/models/registry";
+import { type InstalledFakes, installFakes } from "../fakes/install";
 import { FAKE_MODELS, OllamaRegistryFake } from "../fakes/ollama-registry";
+import { RunpodFake } from "../fakes/runpod";
+import { api } from "../helpers";
+import { TestClock } from "../support/clock";
+import { HostileMachine, meterOf, runningRunpodModel, throughGateway } from "../support/hostile-machine";
+import { driveTo } from "../support/keeper";
 
 /*
- * Hostile registries and hostile machines, fuzzed below the HTTP layer (each case is a whole
- * model lookup or a whole machine answer, without D1 or a running lease, so thousands run in a
- * few seconds). A registry case: a model reference naming any host, and a registry that answers
+ * Hostile registries and hostile machines. A registry case is a whole model lookup below the HTTP
+ * layer (without D1, so thousands run in a few seconds): a model reference naming any host, and a registry that answers
  * each request with a random status, redirect (any scheme, host, port, loop), manifest (sizes,
  * layers, junk, up to 2 MiB) or blob range (short, long, shifted, whole, garbage). Promises: the
  * lookup ends in facts or one of the three errors the rent path turns into a 4xx or a 502 (never
  * a 500); no request goes to a host outside OLLAMA_REGISTRIES and their blob stores, or over
  * plain http; a manifest is read no further than its bound; a blob read makes at most
- * MAX_BLOB_REQUESTS requests. A machine case: an SSE, NDJSON or JSON answer with random numbers,
- * line lengths (up to past the bound), encodings (invalid UTF-8, CRLF, NUL) and cuts, read by the
- * usage reader and the stream filter. Promises: no throw, nothing held above its bound, counts
- * that are finite and not negative, and every byte the filter does not drop goes on in order.
+ * MAX_BLOB_REQUESTS requests. A machine case: one request through the gateway's whole route
+ * (`/llm/{lease_id}/…`: OpenAI's chat streamed and not, Ollama's generate and chat) to a running
+ * RunPod model lease whose machine answers an SSE, NDJSON or JSON body (whatever was asked) with
+ * random numbers, line lengths (up to past the bound), encodings (invalid UTF-8, CRLF, NUL), cuts,
+ * its own status, a connection that fails mid-answer or never answers. Promises: no 5xx but the
+ * machine's own and the gateway's 502 (in the caller's API's error shape); nothing held above its
+ * bound; the keeper's meter counts each request once and adds only counts the machine offered
+ * as plausible whole numbers; bytes the usage filter does not look at go on unchanged.
  * FUZZ_RUNS cases in all (5,000 by default): three fifths registry, two fifths machine.
  */
 
@@ -225,7 +235,7 @@ describe(`hostile registries (${REGISTRY_RUNS} cases)`, () => {
 const numberArb = fc.oneof(
   fc.nat(),
   fc.double(),
-  fc.constantFrom(-1, 1e308, Number.MAX_SAFE_INTEGER, "12", null, true, "NaN"),
+  fc.constantFrom(-1, 1e308, Number.MAX_SAFE_INTEGER, MAX_TOKENS_PER_ANSWER + 1, "12", null, true, "NaN"),
 );
 const lineArb = fc.oneof(
   {
@@ -251,55 +261,179 @@ const lineArb = fc.oneof(
     arbitrary: fc.constantFrom(MAX_LINE_CHARS + 1, 300_000, 2 * MAX_EVENT_CHARS).map((n) => "x".repeat(n)),
   },
 );
+/** The gateway's routes a client calls: OpenAI's chat (streamed: the usage chunk is asked for), Ollama's. */
+const ROUTES = [
+  { path: "v1/chat/completions", stream: true },
+  { path: "v1/chat/completions", stream: false },
+  { path: "api/generate", stream: true },
+  { path: "api/chat", stream: false },
+] as const;
+const CONTENT_TYPES = { sse: "text/event-stream", ndjson: "application/x-ndjson", json: "application/json" } as const;
 const machineArb = fc.record({
+  route: fc.constantFrom(...ROUTES),
+  // What the machine says it sends, whatever was asked.
   kind: fc.constantFrom("sse" as const, "ndjson" as const, "json" as const),
+  status: fc.constantFrom(200, 200, 200, 200, 200, 400, 404, 500, 503),
   lines: fc.array(lineArb, { maxLength: 8 }),
   crlf: fc.boolean(),
   garbage: fc.option(fc.uint8Array({ maxLength: 64 }), { nil: undefined }),
   cuts: fc.array(fc.nat(), { maxLength: 12 }),
+  /** the connection fails before an answer (the gateway's 502), or after this many chunks */
+  fails: fc.option(fc.oneof(fc.constant("refused" as const), fc.nat({ max: 12 })), { freq: 8, nil: undefined }),
 });
 
-describe(`hostile machines through the gateway's readers (${MACHINE_RUNS} cases)`, () => {
-  it("no throw, no buffer above its bound, finite counts, the filter passes what it keeps in order", () => {
-    const encoder = new TextEncoder();
-    fc.assert(
-      fc.property(machineArb, ({ kind, lines, crlf, garbage, cuts }) => {
-        const nl = crlf ? "\r\n" : "\n";
-        const text =
-          kind === "sse"
-            ? lines.map((l) => `data: ${l}${nl}${nl}`).join("")
-            : kind === "ndjson"
-              ? lines.map((l) => `${l}${nl}`).join("")
-              : lines.join("");
-        const textBytes = encoder.encode(text);
-        const bytes = new Uint8Array(textBytes.length + (garbage?.length ?? 0));
-        bytes.set(textBytes);
-        if (garbage) bytes.set(garbage, textBytes.length);
-        const points = [...new Set(cuts.map((c) => c % (bytes.length + 1)))].sort((a, b) => a - b);
-        const reader = new UsageReader(kind);
-        const filter = new InjectedUsageFilter();
-        let passed = 0;
-        let from = 0;
-        for (const to of [...points, bytes.length]) {
-          const piece = bytes.subarray(from, to);
-          from = to;
-          reader.push(piece);
-          passed += filter.push(piece)?.length ?? 0;
-          const held = reader as unknown as { buffer: string };
-          if (kind !== "json") expect(held.buffer.length).toBeLessThanOrEqual(MAX_LINE_CHARS);
-          expect((filter as unknown as { pending: string }).pending.length).toBeLessThanOrEqual(MAX_EVENT_CHARS);
-        }
-        passed += filter.end()?.length ?? 0;
-        const counts = reader.end();
-        if (counts) {
-          for (const n of [counts.prompt_tokens, counts.completion_tokens])
-            expect(Number.isFinite(n) && n >= 0).toBe(true);
-        }
-        // Valid UTF-8 with no usage-only chunk goes on byte for byte.
-        const usageOnly = lines.some((l) => l.startsWith('{"choices":[],"usage"'));
-        if (!garbage && !usageOnly) expect(passed).toBe(bytes.length);
-      }),
-      { numRuns: MACHINE_RUNS, seed: SEED },
+/** The token counts a line offers, when they are plausible (what the meter may add). */
+function plausibleCounts(lines: readonly string[]): { prompt: Set<number>; completion: Set<number> } {
+  const prompt = new Set([0]);
+  const completion = new Set([0]);
+  const ok = (v: unknown) => typeof v === "number" && Number.isSafeInteger(v) && v >= 0 && v <= MAX_TOKENS_PER_ANSWER;
+  for (const line of lines) {
+    try {
+      const o = JSON.parse(line) as Record<string, unknown> & { usage?: Record<string, unknown> };
+      for (const v of [o.usage?.prompt_tokens, o.prompt_eval_count]) if (ok(v)) prompt.add(v as number);
+      for (const v of [o.usage?.completion_tokens, o.eval_count]) if (ok(v)) completion.add(v as number);
+    } catch {
+      // not JSON: offers no counts
+    }
+  }
+  return { prompt, completion };
+}
+
+/** The lengths the readers hold after each chunk: watched on every instance the gateway makes. */
+function watchBounds(): { most: { line: number; event: number }; restore(): void } {
+  const most = { line: 0, event: 0 };
+  const readerPush = UsageReader.prototype.push;
+  const filterPush = InjectedUsageFilter.prototype.push;
+  const reader = vi.spyOn(UsageReader.prototype, "push").mockImplementation(function (this: UsageReader, chunk) {
+    readerPush.call(this, chunk);
+    const self = this as unknown as { kind: string; buffer: string };
+    if (self.kind !== "json") most.line = Math.max(most.line, self.buffer.length);
+  });
+  const filter = vi.spyOn(InjectedUsageFilter.prototype, "push").mockImplementation(function (
+    this: InjectedUsageFilter,
+    chunk,
+  ) {
+    const out = filterPush.call(this, chunk);
+    most.event = Math.max(most.event, (this as unknown as { pending: string }).pending.length);
+    return out;
+  });
+  return {
+    most,
+    restore: () => {
+      reader.mockRestore();
+      filter.mockRestore();
+    },
+  };
+}
+
+describe(`hostile machines through the gateway's route /llm/{lease_id}/… (${MACHINE_RUNS} cases)`, () => {
+  const clock = new TestClock(Date.parse("2035-06-01T00:00:00Z"));
+  let fakes: InstalledFakes;
+  const machine = new HostileMachine();
+
+  beforeAll(() => {
+    clock.install();
+    fakes = installFakes(
+      new OllamaRegistryFake(),
+      machine,
+      new RunpodFake({ quirks: { bootMs: 12_000, lingerMs: 0 } }),
     );
-  }, 120_000);
+  });
+  afterAll(() => {
+    fakes.restore();
+    vi.useRealTimers();
+  });
+
+  it("no 5xx but the machine's own and the 502 for one that fails, errors in the API's shape, no buffer above its bound, the meter adds only plausible counts, each request once", async () => {
+    const lease = await runningRunpodModel(clock, "llama3.2:1b");
+    const bounds = watchBounds();
+    const encoder = new TextEncoder();
+    try {
+      await fc.assert(
+        fc.asyncProperty(machineArb, async ({ route, kind, status, lines, crlf, garbage, cuts, fails }) => {
+          const nl = crlf ? "\r\n" : "\n";
+          const text =
+            kind === "sse"
+              ? lines.map((l) => `data: ${l}${nl}${nl}`).join("")
+              : kind === "ndjson"
+                ? lines.map((l) => `${l}${nl}`).join("")
+                : lines.join("");
+          const textBytes = encoder.encode(text);
+          const bytes = new Uint8Array(textBytes.length + (garbage?.length ?? 0));
+          bytes.set(textBytes);
+          if (garbage) bytes.set(garbage, textBytes.length);
+          const points = [...new Set(cuts.map((c) => c % (bytes.length + 1)))].sort((a, b) => a - b);
+          const chunks: Uint8Array[] = [];
+          let from = 0;
+          for (const to of [...points, bytes.length]) {
+            chunks.push(bytes.subarray(from, to));
+            from = to;
+          }
+          const failsAt = typeof fails === "number" && fails < chunks.length ? fails : null;
+          machine.answer = () => {
+            if (fails === "refused") throw new TypeError("Network connection lost.");
+            let at = 0;
+            const body = new ReadableStream<Uint8Array>({
+              pull(controller) {
+                if (at === failsAt) return controller.error(new Error("connection reset"));
+                const chunk = chunks[at++];
+                if (chunk === undefined) return controller.close();
+                controller.enqueue(chunk);
+              },
+            });
+            return new Response(body, { status, headers: { "Content-Type": CONTENT_TYPES[kind] } });
+          };
+          const before = (await meterOf(lease.id)) ?? {
+            requests: 0,
+            dropped: 0,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+          };
+          const json =
+            route.path === "api/generate"
+              ? { model: "llama3.2:1b", prompt: "hi", stream: route.stream }
+              : { model: "llama3.2:1b", messages: [{ role: "user", content: "hi" }], stream: route.stream };
+          const { res, bytes: got, readError } = await throughGateway(lease.id, lease.key, route.path, json);
+
+          if (fails === "refused") {
+            // The gateway's one 5xx of its own: the machine did not answer, in the caller's API's shape.
+            expect(res.status).toBe(502);
+            const body = JSON.parse(new TextDecoder().decode(got ?? new Uint8Array()));
+            if (route.path.startsWith("v1/"))
+              expect(body.error).toMatchObject({ code: "provider_error", type: "api_error" });
+            else expect(body).toEqual({ error: expect.any(String) });
+          } else {
+            // Whatever the machine said, passed on as it said it: no 5xx of the worker's own.
+            expect(res.status).toBe(status);
+            expect(readError !== null).toBe(failsAt !== null);
+            // Bytes the usage filter does not look at go on unchanged (it looks only at an SSE
+            // answer to a stream it asked the usage of, and drops only that usage chunk).
+            const filtered = kind === "sse" && route.path === "v1/chat/completions" && route.stream;
+            if (
+              failsAt === null &&
+              (!filtered || (!garbage && !lines.some((l) => l.startsWith('{"choices":[],"usage"'))))
+            )
+              expect(got).toEqual(bytes);
+          }
+          expect(bounds.most.line).toBeLessThanOrEqual(MAX_LINE_CHARS);
+          expect(bounds.most.event).toBeLessThanOrEqual(MAX_EVENT_CHARS);
+
+          const after = (await meterOf(lease.id)) as NonNullable<Awaited<ReturnType<typeof meterOf>>>;
+          // Each request is counted once: as a request, or as an answer whose numbers were dropped.
+          expect(after.requests + after.dropped).toBe(before.requests + before.dropped + 1);
+          for (const total of [after.prompt_tokens, after.completion_tokens])
+            expect(Number.isSafeInteger(total)).toBe(true);
+          const offered = plausibleCounts(lines);
+          expect(offered.prompt.has(after.prompt_tokens - before.prompt_tokens)).toBe(true);
+          expect(offered.completion.has(after.completion_tokens - before.completion_tokens)).toBe(true);
+        }),
+        { numRuns: MACHINE_RUNS, seed: SEED },
+      );
+    } finally {
+      bounds.restore();
+      machine.answer = null;
+      await api(`/v1/leases/${lease.id}/stop`, { method: "POST" });
+      await driveTo(lease.id, "stopped", { clock, maxAlarms: 400 });
+    }
+  }, 300_000);
 });
