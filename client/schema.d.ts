@@ -440,6 +440,10 @@ export interface components {
       first_token_ms: number | null;
       /** @description the lease's cost so far ÷ its tokens (prompt + completion), per million */
       usd_per_million_tokens: number | null;
+      /** @description answers whose token counts were not plausible (not whole, negative, absurd): not added above */
+      dropped_answers: number;
+      /** @description answer lines or SSE events over the gateway's bound (256 Ki characters), passed on unread */
+      unparsed_lines: number;
     }) | null;
     LeaseCreate: {
       /** @enum {string} */
