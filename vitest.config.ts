@@ -123,6 +123,7 @@ async function workersProject(include: string[], exclude: string[]): Promise<Tes
 const LONG_FIRST = [
   "test/graphql-transport.test.ts",
   "test/robustness/fuzz.test.ts",
+  "test/robustness/fuzz-registry-gateway.test.ts",
   "test/robustness/faults-runpod.test.ts",
   "test/robustness/faults-vramfarm.test.ts",
   "test/robustness/faults-vast.test.ts",

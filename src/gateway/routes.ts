@@ -171,7 +171,8 @@ export async function forward(
       completion_tokens: counts?.completion_tokens ?? 0,
       decode_tokens_per_s: counts?.decode_tokens_per_s ?? null,
       first_token_ms: firstAt === null ? null : firstAt - started,
-      unparsed: reader.overlong + (streamFilter?.overlong ?? 0),
+      // An overlong SSE event is an overlong line to the reader too: counted once.
+      unparsed: Math.max(reader.overlong, streamFilter?.overlong ?? 0),
     });
   };
   const out = new Headers(upstream.headers);

@@ -16,7 +16,7 @@ export interface UsageSample {
   first_token_ms: number | null;
   /**
    * lines (SSE, NDJSON) and SSE events longer than their bound that went on to the client
-   * unparsed (UsageReader.overlong + InjectedUsageFilter.overlong); absent: none
+   * unparsed (the larger of UsageReader.overlong and InjectedUsageFilter.overlong: an SSE event and its line are one); absent: none
    */
   unparsed?: number;
 }

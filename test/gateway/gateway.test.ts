@@ -666,6 +666,9 @@ describe("metering", () => {
       decode_tokens_per_s: medianOf(decode),
       first_token_ms: expect.any(Number),
       usd_per_million_tokens: Math.round((cost / (prompt + completion)) * 1e6 * 10_000) / 10_000,
+      // the sim's answers are well formed: nothing dropped, no line over the bound
+      dropped_answers: 0,
+      unparsed_lines: 0,
     });
     expect(lease.usage!.first_token_ms).toBeGreaterThanOrEqual(0);
     // Lists leave usage out.
