@@ -12,6 +12,7 @@ import { listEvents } from "../leases/ledger";
 import { billingFor } from "../leases/rent";
 import type { Lease } from "../leases/schema";
 import { randomSecret } from "../lib/crypto";
+import { contentSecurityPolicy } from "../lib/csp";
 import type { Offer, ProviderFailure } from "../offers/schemas";
 import type { ReaperRun } from "../reaper/runs";
 import type { Schedule, ScheduleRun } from "../schedules/schema";
@@ -38,16 +39,7 @@ import { admitAddress, admitToken, clientAddress, type SignInRefusal } from "./s
 import { ErrorPanel, Layout } from "./ui";
 import { worstCase } from "./worst-case";
 
-const CSP = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data:",
-  "connect-src 'self'",
-  "form-action 'self'",
-  "frame-ancestors 'none'",
-  "base-uri 'none'",
-].join("; ");
+const CSP = contentSecurityPolicy();
 
 type Ctx = Context<DashEnv>;
 

@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { randomSecret } from "../lib/crypto";
+import { contentSecurityPolicy } from "../lib/csp";
 
 /** Where Workers Static Assets serves the reference's browser script (scripts/docs-assets.mjs). */
 export const REFERENCE_SCRIPT = "/docs/api-reference.js";
@@ -27,16 +28,7 @@ const REFERENCE_CONFIG = {
  * probes `Function("")` once and falls back when that is refused.
  */
 export function referencePolicy(nonce: string): string {
-  return [
-    "default-src 'none'",
-    "script-src 'self'",
-    `style-src 'self' 'nonce-${nonce}'`,
-    "img-src 'self' data:",
-    "connect-src 'self'",
-    "form-action 'self'",
-    "frame-ancestors 'none'",
-    "base-uri 'none'",
-  ].join("; ");
+  return contentSecurityPolicy(`'self' 'nonce-${nonce}'`);
 }
 
 function attribute(value: string): string {
