@@ -38,21 +38,19 @@ afterEach(() => {
   overlayVars({});
 });
 
+/** A RunPod batch rental with `env`, every create refused with the whole input quoted in the message. */
+function rentEchoed(env: Record<string, string>): Promise<Response> {
+  runpod.fault("deploy", { kind: "unknownField", field: "supportPublicIp" }, 10);
+  return api("/v1/leases", {
+    method: "POST",
+    json: { provider: "runpod", gpu: "4090", max_minutes: 30, template: "custom", image: "ghcr.io/you/batch:1", env },
+  });
+}
+
 describe("env values echoed by a provider's error", () => {
   it("are scrubbed from the rent answer, the lease, its events, every D1 table and the logs", async () => {
     // Every create is refused with the whole input quoted in the message.
-    runpod.fault("deploy", { kind: "unknownField", field: "supportPublicIp" }, 10);
-    const res = await api("/v1/leases", {
-      method: "POST",
-      json: {
-        provider: "runpod",
-        gpu: "4090",
-        max_minutes: 30,
-        template: "custom",
-        image: "ghcr.io/you/batch:1",
-        env: { DATABASE_URL: SECRET_VALUE, HF_TOKEN: OTHER_VALUE },
-      },
-    });
+    const res = await rentEchoed({ DATABASE_URL: SECRET_VALUE, HF_TOKEN: OTHER_VALUE });
     const answer = await res.text();
     // The echo really happened: the fake quoted the env, and the ledger says a field was refused.
     const sent = runpod.requests.filter((r) => r.operations.includes("deploy"));
@@ -91,18 +89,7 @@ describe("env values echoed by a provider's error", () => {
   });
 
   it("a PEM key and a service-account JSON are scrubbed in every form a provider may quote them", async () => {
-    runpod.fault("deploy", { kind: "unknownField", field: "supportPublicIp" }, 10);
-    const res = await api("/v1/leases", {
-      method: "POST",
-      json: {
-        provider: "runpod",
-        gpu: "4090",
-        max_minutes: 30,
-        template: "custom",
-        image: "ghcr.io/you/batch:1",
-        env: { TLS_KEY: PEM_KEY, GOOGLE_APPLICATION_CREDENTIALS_JSON: SERVICE_ACCOUNT },
-      },
-    });
+    const res = await rentEchoed({ TLS_KEY: PEM_KEY, GOOGLE_APPLICATION_CREDENTIALS_JSON: SERVICE_ACCOUNT });
     const answer = await res.text();
     const leaseId = (JSON.parse(answer) as { id?: string; lease_id?: string }).lease_id ?? JSON.parse(answer).id;
     if (leaseId) await driveTo(leaseId, "stopped", { clock, maxAlarms: 50 });
