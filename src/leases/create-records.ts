@@ -223,12 +223,16 @@ export async function claimMachine(
   at: string,
   seq: number | null,
 ): Promise<ClaimOutcome> {
-  const written = await db.batch(claimStatements(db, leaseId, machine, at, seq));
-  const holder = await db
-    .prepare("SELECT * FROM lease_creates WHERE provider = ? AND provider_ref = ?")
-    .bind(machine.provider, machine.ref)
-    .first();
-  const create = parse(holder);
+  // The holder is read in the same batch, after the claim: one round trip, and what it reads is
+  // what the claim left.
+  const results = await db.batch([
+    ...claimStatements(db, leaseId, machine, at, seq),
+    db
+      .prepare("SELECT * FROM lease_creates WHERE provider = ? AND provider_ref = ?")
+      .bind(machine.provider, machine.ref),
+  ]);
+  const written = results.slice(0, -1);
+  const create = parse(results.at(-1)?.results[0] ?? null);
   if (create.lease_id !== leaseId) return { kind: "other_lease", leaseId: create.lease_id };
   const claimed = written.some((result) => (result.meta.changes ?? 0) > 0);
   return { kind: claimed ? "claimed" : "known", create };

@@ -53,7 +53,7 @@ async function newestLease() {
 describe("write-ahead renting", () => {
   it("finding 1: the request dies after VRAMfarm created the server: the keeper finds it and tears it down", async () => {
     current = new CrashSwitch(
-      { at: 0, mode: "fail", match: /^d1 batch\(3\)/, after: /POST \/api\/instances$/ },
+      { at: 0, mode: "fail", match: /^d1 batch\(4\)/, after: /POST \/api\/instances$/ },
       async () => {},
     );
     const answer = await rentWithCrash(current, batchBody("vramfarm"));
