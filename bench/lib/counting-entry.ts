@@ -3,7 +3,7 @@
 // work included; not what the Durable Objects do inside), read at GET /__bench/counts.
 import worker from "../../src/index";
 
-export { LeaseKeeper, OffersCache, RateLimiter, SimCloud, WebhookSender } from "../../src/index";
+export { EndpointDO, LeaseKeeper, OffersCache, RateLimiter, SimCloud, WebhookSender } from "../../src/index";
 
 const counts = { d1: 0, durableObject: 0, byObject: {} as Record<string, number> };
 const NAMESPACES = ["LEASE_KEEPER", "SIM_CLOUD", "RATE_LIMITER", "WEBHOOK_SENDER", "OFFERS_CACHE"];
