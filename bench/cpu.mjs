@@ -1,7 +1,10 @@
 // Which Workers plan the worker fits: CPU milliseconds (not wall time) of each kind of invocation
 // on workerd under local `wrangler dev`, against the Free plan's 10 ms, and the outbound calls each
 // makes. CPU comes from V8's sampling profiler over the inspector (bench/lib/cpu-profile.mjs says
-// how it is counted); provider calls are counted at the fakes (bench/lib/fake-cloud.mjs). D1 and
+// how it is counted). The profiled run splits the worker as Cloudflare bills it: the Durable
+// Objects run in a worker of their own in another `wrangler dev` process (bench/lib/split-config.mjs),
+// so a request's or a cron's figure is the Worker's own invocation, and the keeper's alarms are
+// profiled in the objects' isolate. Provider calls are counted at the fakes (bench/lib/fake-cloud.mjs). D1 and
 // Durable Object calls are not visible from outside workerd: bench/reaper-scale.mjs counts those
 // for the reaper inside workerd. A second run on a fresh worker, without the profiler, reads the
 // whole workerd process's CPU per invocation (an upper bound). Also the CPU of evaluating the built
@@ -18,6 +21,7 @@ import { freePort, startWorker } from "../scripts/lib/local-worker.mjs";
 import { bursts, connectProfiler, cpuOf, intervalOf, processCpuMs, workerdOf } from "./lib/cpu-profile.mjs";
 import { startFakeCloud } from "./lib/fake-cloud.mjs";
 import { localD1File, sqlite } from "./lib/local-d1.mjs";
+import { writeSplitConfigs } from "./lib/split-config.mjs";
 
 const runs = Number(process.argv[2] ?? 5);
 const FREE_CPU_MS = 10;
@@ -27,6 +31,8 @@ const root = join(import.meta.dirname, "..");
 let cloud;
 let worker;
 let profiler; // null in the pass that reads the process's CPU instead
+let objectsProfiler; // the Durable Objects' own worker, in the profiled pass
+let objects; // that worker
 let workerd;
 /** kind → [{ samples, calls, processMs }] */
 let measured = new Map();
@@ -48,29 +54,34 @@ const callsSince = (counts) =>
 /** kind → what its last invocation asked the fakes */
 const lastCalls = new Map();
 
-/** One invocation: profiles `fn` and what it leaves running for `settleMs` after. */
-async function measure(kind, fn, settleMs = 150) {
+/**
+ * One invocation: profiles `fn` and what it leaves running for `settleMs` after, in the worker's
+ * isolate (and, with `withObjects`, the Durable Objects' work it sets off too).
+ */
+async function measure(kind, fn, settleMs = 150, withObjects = false) {
   const before = providerCalls();
   const lengths = logLengths();
-  await profiler?.start();
+  const profilers = [profiler, withObjects ? objectsProfiler : null].filter(Boolean);
+  for (const p of profilers) await p.start();
   const cpuBefore = processCpuMs(workerd);
   const value = await fn();
   await sleep(settleMs);
   const processMs = processCpuMs(workerd) - cpuBefore;
-  const samples = profiler ? await profiler.stop() : [];
+  const samples = [];
+  for (const p of profilers) samples.push(...(await p.stop()));
   record(kind, samples, providerCalls() - before, processMs);
   if (profiler) lastCalls.set(kind, callsSince(lengths));
   return value;
 }
 
-/** A window of background work (alarms): one measurement per burst of busy samples. */
+/** A window of Durable Object alarms: one measurement per burst of busy samples. */
 async function measureBursts(kind, windowMs, gapMs = 300) {
-  if (!profiler) return await sleep(windowMs);
+  if (!objectsProfiler) return await sleep(windowMs);
   const log = cloud.states.runpod.log;
   const from = log.length;
-  await profiler.start();
+  await objectsProfiler.start();
   await sleep(windowMs);
-  const samples = await profiler.stop();
+  const samples = await objectsProfiler.stop();
   const groups = bursts(samples, gapMs).filter((g) => g.length > 1);
   // Provider calls grouped the same way, at the fake (calls < gapMs apart are one invocation).
   const times = log.slice(from).map((r) => r.at);
@@ -117,15 +128,25 @@ async function pass(profiled) {
     ...vastOffers[i % vastOffers.length],
     id: 19_000_000 + i,
   }));
-  worker = await startWorker({
-    vars: [
-      ...cloud.varArgs,
-      ...["POLL_INTERVAL_S:2", "VERIFY_INTERVAL_S:2", "MAX_ACTIVE_LEASES:100", "ALLOW_HTTP_WEBHOOKS:true"].flatMap(
-        (v) => ["--var", v],
-      ),
-    ],
-  });
-  profiler = profiled ? await connectProfiler(worker.inspectorPort) : null;
+  const vars = [
+    ...cloud.varArgs,
+    ...["POLL_INTERVAL_S:2", "VERIFY_INTERVAL_S:2", "MAX_ACTIVE_LEASES:100", "ALLOW_HTTP_WEBHOOKS:true"].flatMap(
+      (v) => ["--var", v],
+    ),
+  ];
+  if (profiled) {
+    // Each invocation in the isolate Cloudflare bills it to: the Durable Objects in a worker of
+    // their own (bench/lib/split-config.mjs), profiled apart.
+    const configs = writeSplitConfigs(root);
+    objects = await startWorker({ configs: [configs.objects], vars });
+    worker = await startWorker({ configs: [configs.worker], persistFrom: objects.persist, vars });
+    profiler = await connectProfiler(worker.inspectorPort);
+    objectsProfiler = await connectProfiler(objects.inspectorPort);
+  } else {
+    worker = await startWorker({ vars });
+    profiler = null;
+    objectsProfiler = null;
+  }
   workerd = workerdOf(worker.inspectorPort);
 
   try {
@@ -182,11 +203,16 @@ async function pass(profiled) {
     });
     for (let i = 0; i < runs; i++) {
       const before = received;
-      await measure("webhook send (test delivery, request + sender alarm)", async () => {
-        await worker.json(`/v1/webhooks/${hook.id}/test`, { method: "POST" });
-        for (const deadline = Date.now() + 10_000; received === before && Date.now() < deadline; ) await sleep(20);
-        if (received === before) throw new Error("the test delivery did not arrive");
-      });
+      await measure(
+        "webhook send (test delivery, request + sender alarm)",
+        async () => {
+          await worker.json(`/v1/webhooks/${hook.id}/test`, { method: "POST" });
+          for (const deadline = Date.now() + 10_000; received === before && Date.now() < deadline; ) await sleep(20);
+          if (received === before) throw new Error("the test delivery did not arrive");
+        },
+        150,
+        true,
+      );
     }
     await worker.api(`/v1/webhooks/${hook.id}`, { method: "DELETE" });
     receiver.close();
@@ -254,7 +280,10 @@ async function pass(profiled) {
     failed = true;
   } finally {
     profiler?.close();
+    objectsProfiler?.close();
     await worker.stop();
+    await objects?.stop();
+    objects = null;
     await cloud.close();
   }
 
@@ -326,7 +355,7 @@ console.log(
   `CPU ms per invocation, workerd under wrangler dev (V8 sampler interval ${interval} µs; Free plan: ${FREE_CPU_MS} ms).`,
 );
 console.log(
-  "first = the first invocation of that kind in this isolate (V8 compiles each function on its first call); p50 and max over the rest; a window holds the Worker's invocation and the Durable Object calls it makes (on Cloudflare each of those is an invocation of its own, so the figure is an upper bound for each); workerd p50 = the whole workerd process's CPU over the same window in a second run without the profiler (/proc schedstat: also the runtime's C++, the local D1's SQLite, Durable Object storage, the inspector; an upper bound; not for the background windows); calls = requests at the provider fakes (and the webhook receiver)",
+  "first = the first invocation of that kind in this isolate (V8 compiles each function on its first call); p50 and max over the rest; a request's or a cron's window is the Worker's own invocation (the Durable Objects run in a worker of their own, as on Cloudflare, where each of their calls is an invocation of its own); the webhook send adds the sender's alarm, and the keeper alarms are profiled in the objects' worker; workerd p50 = the whole workerd process's CPU over the same window in a second run without the profiler (/proc schedstat: also the runtime's C++, the local D1's SQLite, Durable Object storage, the inspector; an upper bound; not for the background windows); calls = requests at the provider fakes (and the webhook receiver)",
 );
 console.log(
   `${"kind".padEnd(54)}   n   first    p50    max   bound  workerd p50  calls p50/max  warm ≤ ${FREE_CPU_MS} ms`,

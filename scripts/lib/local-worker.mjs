@@ -30,6 +30,9 @@ export function freePort() {
  * false (then wrangler.toml's apply). Returns the base URL, an authorised fetch helper, the
  * combined log, the inspector port (Chrome DevTools Protocol, for CPU profiles), the state folder
  * and stop(). `main`: another entry than wrangler.toml's (a bench's instrumented worker).
+ * `configs`: other wrangler configs than wrangler.toml; `persistFrom`: the state folder of a worker
+ * already started, shared (bench/lib/split-config.mjs runs the Durable Objects in a worker of their
+ * own that way).
  */
 export async function startWorker({
   port,
@@ -38,18 +41,22 @@ export async function startWorker({
   admin = ADMIN,
   liftRateLimits = true,
   main = null,
+  configs = null,
+  persistFrom = null,
 } = {}) {
   port ??= await freePort();
   copyDocsAssets();
   const inspectorPort = await freePort();
-  const persist = mkdtempSync(join(tmpdir(), "gpulease-local-"));
+  // A second worker of a split pair shares the first one's local state (its D1 and the dev registry).
+  const persist = persistFrom ?? mkdtempSync(join(tmpdir(), "gpulease-local-"));
   const env = { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" };
-  cpSync(await migratedState(env), persist, { recursive: true });
+  if (!persistFrom) cpSync(await migratedState(env), persist, { recursive: true });
   const child = spawn(
     wrangler,
     [
       "dev",
       ...(main ? [main] : []),
+      ...(configs ?? []).flatMap((config) => ["--config", config]),
       "--ip",
       "127.0.0.1",
       "--port",
@@ -101,7 +108,7 @@ export async function startWorker({
       child.kill("SIGTERM");
       await Promise.race([exited, new Promise((r) => setTimeout(r, 5_000))]);
     }
-    rmSync(persist, { recursive: true, force: true });
+    if (!persistFrom) rmSync(persist, { recursive: true, force: true });
     // What the worker logged, kept for a failed run to be read afterwards (E2E_WORKER_LOGS=dir).
     if (process.env.E2E_WORKER_LOGS) {
       mkdirSync(process.env.E2E_WORKER_LOGS, { recursive: true });
