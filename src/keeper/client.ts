@@ -1,6 +1,6 @@
 import type { AdmissionFacts } from "../gateway/admission";
 import type { UsageSample } from "../gateway/usage";
-import type { FoundMachine } from "../leases/create-records";
+import type { CreateRecord, FoundMachine } from "../leases/create-records";
 import type { LeaseRow, NewEvent } from "../leases/ledger";
 import type { StopReason } from "../leases/schema";
 import type { ProviderName } from "../providers/types";
@@ -21,6 +21,15 @@ export interface SettleReport {
 export type ClaimResult = { claimed: boolean; reopened: boolean; detail: string };
 
 /**
+ * A settled lease: its row afterwards, and its create records as the settlement read them (they
+ * hold while the row's revision does; null when the row was read again after the settlement).
+ */
+export interface Settled {
+  lease: LeaseRow;
+  creates: CreateRecord[] | null;
+}
+
+/**
  * The lease keepers, as the rest of the worker reaches them (a port on Services, so a route test
  * can record the calls): one Durable Object per lease, the one writer of its row after insert.
  */
@@ -30,8 +39,8 @@ export interface KeeperPort {
   jobDone(leaseId: string, exitCode: number): Promise<StopResult>;
   /** re-arms the loop of an active lease; `rearmed` when it had no alarm */
   ensureAlarm(leaseId: string): Promise<{ rearmed: boolean }>;
-  /** records how the rental ended, from the lease's create records; the row afterwards */
-  settle(leaseId: string, report: SettleReport): Promise<LeaseRow | null>;
+  /** records how the rental ended, from the lease's create records; the lease afterwards */
+  settle(leaseId: string, report: SettleReport): Promise<Settled | null>;
   /** a machine carrying the lease's label that is not its current one: record it, tear it down */
   claim(leaseId: string, machine: FoundMachine): Promise<ClaimResult>;
   /** the stopped lease's own machine still exists: tear it down again */
@@ -60,7 +69,7 @@ export function keepersOf(env: Env): KeeperPort {
     stop: (id, reason, detail) => keeperFor(env, id).stop(reason, detail),
     jobDone: (id, exitCode) => keeperFor(env, id).jobDone(exitCode),
     ensureAlarm: (id) => keeperFor(env, id).ensureAlarm(id),
-    settle: (id, report) => keeperFor(env, id).settle(id, report) as Promise<LeaseRow | null>,
+    settle: (id, report) => keeperFor(env, id).settle(id, report) as Promise<Settled | null>,
     claim: (id, machine) => keeperFor(env, id).claim(id, machine),
     reopen: (id, provider, ref) => keeperFor(env, id).reopen(id, provider, ref),
     recordUsage: (id, sample) => keeperFor(env, id).recordUsage(id, sample),

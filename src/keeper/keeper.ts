@@ -26,7 +26,7 @@ import { recordBandwidthSample } from "../offers/measured";
 import type { OllamaProbe, Provider, ProviderName } from "../providers/types";
 import { createServices, hidingValues, type Services } from "../services";
 import { announces } from "../webhooks/outbox";
-import type { ClaimResult, SettleReport, StopResult } from "./client";
+import type { ClaimResult, Settled, SettleReport, StopResult } from "./client";
 import { claimInOneBatch, commitStep, isEmptyWrite, observe, reopenInOneBatch, type StepWrite } from "./commit";
 import {
   capReached,
@@ -143,11 +143,11 @@ export class LeaseKeeper extends DurableObject<Env> {
    * why none), in one guarded write. The row afterwards. A keeper never reached here settles at
    * its next alarm.
    */
-  async settle(leaseId: string, report: SettleReport): Promise<LeaseRow | null> {
+  async settle(leaseId: string, report: SettleReport): Promise<Settled | null> {
     await this.ctx.storage.put(KEY_LEASE_ID, leaseId);
     const services = this.services();
     const now = services.clock();
-    let settled: LeaseRow | null = null;
+    let settled: Settled | null = null;
     for (let attempt = 0; attempt < 3; attempt++) {
       const observed = await observe(services.db, leaseId);
       if (!observed) return null;
@@ -165,15 +165,21 @@ export class LeaseKeeper extends DurableObject<Env> {
         events: [...report.events, ...settlement.events],
         at: now,
       };
-      settled = isEmptyWrite(write) ? lease : await this.commit(services, write);
-      if (settled) {
+      // The write changes no create record, and any that does bumps the revision it is guarded
+      // by: a committed settlement's creates are the ones it read.
+      const row = isEmptyWrite(write) ? lease : await this.commit(services, write);
+      if (row) {
+        settled = { lease: row, creates };
         if (announces(write.events)) this.ctx.waitUntil(services.outbox.wake());
         break;
       }
     }
-    settled ??= await getLease(services.db, leaseId);
-    if (settled && settled.status !== "stopped") {
-      const soon = settled.status === "stopping" || settled.provider_ref === null;
+    if (!settled) {
+      const row = await getLease(services.db, leaseId);
+      settled = row ? { lease: row, creates: null } : null;
+    }
+    if (settled && settled.lease.status !== "stopped") {
+      const soon = settled.lease.status === "stopping" || settled.lease.provider_ref === null;
       await this.armAt(soon ? now + 1000 : now + services.config.pollIntervalS * 1000);
     }
     return settled;

@@ -184,9 +184,15 @@ export type InsertOutcome =
 /**
  * Writes a new `provisioning` lease unless `maxActive` leases are already active: the count
  * and the insert are one statement, so two racing requests cannot both pass the limit. A
- * repeated idempotency key loses to the unique index and returns the lease that holds it.
+ * repeated idempotency key loses to the unique index and returns the lease that holds it. Its
+ * `created` event (what it will try) goes in the same batch, written only with the row.
  */
-export async function insertLease(db: D1Database, lease: NewLease, maxActive: number): Promise<InsertOutcome> {
+export async function insertLease(
+  db: D1Database,
+  lease: NewLease,
+  maxActive: number,
+  created: { detail: string },
+): Promise<InsertOutcome> {
   const values = [
     lease.id,
     lease.name,
@@ -205,17 +211,25 @@ export async function insertLease(db: D1Database, lease: NewLease, maxActive: nu
     lease.created_at,
   ];
   try {
-    const row = await db
-      .prepare(
-        `INSERT INTO leases (id, name, label, template, spec, max_minutes, max_cost, expected_cost,
-           schedule_id, token_id, idempotency_key, callback_hash, inference_key_hash, inference_key_sealed,
-           created_at, status)
-         SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'provisioning'
-         WHERE (SELECT COUNT(*) FROM leases WHERE status != 'stopped') < ?
-         RETURNING *`,
-      )
-      .bind(...values, maxActive)
-      .first();
+    const [inserted] = await db.batch([
+      db
+        .prepare(
+          `INSERT INTO leases (id, name, label, template, spec, max_minutes, max_cost, expected_cost,
+             schedule_id, token_id, idempotency_key, callback_hash, inference_key_hash, inference_key_sealed,
+             created_at, status)
+           SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'provisioning'
+           WHERE (SELECT COUNT(*) FROM leases WHERE status != 'stopped') < ?
+           RETURNING *`,
+        )
+        .bind(...values, maxActive),
+      db
+        .prepare(
+          `INSERT INTO lease_events (lease_id, at, kind, detail, reason)
+           SELECT ?1, ?2, 'created', ?3, NULL WHERE EXISTS (SELECT 1 FROM leases WHERE id = ?1)`,
+        )
+        .bind(lease.id, lease.created_at, created.detail),
+    ]);
+    const row = inserted?.results[0];
     return row ? { kind: "inserted", row: parseRow(row) } : { kind: "limit_reached" };
   } catch (error) {
     if (lease.idempotency_key && /UNIQUE/i.test(String(error))) {
@@ -334,13 +348,13 @@ export function patchAssignments(patch: LeasePatch): { sets: string[]; values: u
 
 /** Removes a just-inserted lease no create was ever sent for (a rental refused by the budget). */
 export async function deleteUnsentLease(db: D1Database, leaseId: string): Promise<void> {
-  await db
-    .prepare(
-      `DELETE FROM leases WHERE id = ?1 AND status = 'provisioning' AND provider_ref IS NULL
-         AND NOT EXISTS (SELECT 1 FROM lease_creates WHERE lease_id = ?1)`,
-    )
-    .bind(leaseId)
-    .run();
+  const unsent = `EXISTS (SELECT 1 FROM leases WHERE id = ?1 AND status = 'provisioning' AND provider_ref IS NULL)
+    AND NOT EXISTS (SELECT 1 FROM lease_creates WHERE lease_id = ?1)`;
+  // Its events first, while the row that says it is unsent is there; one batch, one transaction.
+  await db.batch([
+    db.prepare(`DELETE FROM lease_events WHERE lease_id = ?1 AND ${unsent}`).bind(leaseId),
+    db.prepare(`DELETE FROM leases WHERE id = ?1 AND ${unsent}`).bind(leaseId),
+  ]);
 }
 
 export interface NewEvent {

@@ -1,5 +1,6 @@
 import { rentalBreach } from "../account/budget";
 import { loadSpend, roundUsd } from "../account/spend";
+import type { Settled } from "../keeper/client";
 import { randomSecret, sha256Hex } from "../lib/crypto";
 import { newId } from "../lib/ids";
 import { scrubError, scrubText, secretsOf } from "../lib/scrub";
@@ -136,6 +137,7 @@ export async function createLease(services: Services, input: LeaseInput, options
       created_at: iso(now),
     },
     services.config.maxActiveLeases,
+    { detail: `${plan.offers.length} offer(s) to try: ${plan.offers.map((o) => o.offer.offer_id).join(", ")}` },
   );
   if (inserted.kind === "duplicate")
     return { ok: true, lease: await leaseView(services, inserted.row), created: false };
@@ -158,12 +160,6 @@ export async function createLease(services: Services, input: LeaseInput, options
     );
     return { ok: false, refusal };
   }
-  await appendEvents(services.db, leaseId, iso(now), [
-    {
-      kind: "created",
-      detail: `${plan.offers.length} offer(s) to try: ${plan.offers.map((o) => o.offer.offer_id).join(", ")}`,
-    },
-  ]);
   // Write-ahead: the keeper's alarm is armed before any create is sent, so a request that dies
   // at any later await leaves a lease its keeper resolves from the create records.
   try {
@@ -482,18 +478,24 @@ async function answer(
       : tried.kind === "failed"
         ? "no offer could be rented"
         : null;
-  let row: LeaseRow | null;
+  let settled: Settled | null;
   try {
-    row = await services.keepers.settle(lease.id, { error, events });
+    settled = await services.keepers.settle(lease.id, { error, events });
   } catch (failure) {
     await appendEvents(services.db, lease.id, iso(services.clock()), [
       ...events,
       { kind: "keeper_start_failed", detail: `${safeMessage(services, failure)}; its next alarm settles the lease` },
     ]).catch(() => undefined);
-    row = await getLease(services.db, lease.id);
+    const row = await getLease(services.db, lease.id);
+    settled = row ? { lease: row, creates: null } : null;
   }
-  if (tried.kind === "rented" || tried.kind === "stopped_meanwhile")
-    return { ok: true, lease: await leaseView(services, row ?? lease), created: true };
+  if (tried.kind === "rented" || tried.kind === "stopped_meanwhile") {
+    // The creates the settlement read, when it committed: no second read for the answer.
+    const view = settled?.creates
+      ? toLease(settled.lease, settled.creates)
+      : await leaseView(services, settled?.lease ?? lease);
+    return { ok: true, lease: view, created: true };
+  }
   if (tried.kind === "unknown") {
     return {
       ok: false,

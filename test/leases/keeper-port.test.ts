@@ -84,15 +84,16 @@ describe("the keepers port", () => {
     expect((await ledgerLease(lease.id)).status).toBe("stopping");
   });
 
-  it("a keeper that cannot be started: nothing is rented, and no lease row is left", async () => {
+  it("a keeper that cannot be started: nothing is rented, and no lease row or event is left", async () => {
     const { port } = recordingPort({ start: true });
-    const count = async () => (await env.DB.prepare("SELECT COUNT(*) AS n FROM leases").first<{ n: number }>())?.n;
-    const before = await count();
+    const count = async (table: "leases" | "lease_events") =>
+      (await env.DB.prepare(`SELECT COUNT(*) AS n FROM ${table}`).first<{ n: number }>())?.n;
+    const before = { leases: await count("leases"), events: await count("lease_events") };
     const res = await appWith(port)("/v1/leases", { method: "POST", json: simBody({ gpu_count: 1 }) });
     expect(res.status).toBe(502);
     expect(((await res.json()) as { code: string }).code).toBe("provider_error");
     expect((await simCloud(env.SIM_CLOUD).describe()).machines).toEqual([]);
-    expect(await count()).toBe(before);
+    expect({ leases: await count("leases"), events: await count("lease_events") }).toEqual(before);
   });
 
   it("a keeper that cannot be reached to settle: the answer still names the lease, and its next alarm settles the machine", async () => {
