@@ -47,7 +47,17 @@ function countingNamespace(ns: DurableObjectNamespace, binding: string): Durable
   });
 }
 
+// One counting view per env, as workerd hands the worker one env: what is cached by env (the
+// parsed config) stays cached, as in the worker itself.
+const views = new WeakMap<Env, Env>();
+
 function countingEnv(env: Env): Env {
+  const view = views.get(env) ?? countingView(env);
+  views.set(env, view);
+  return view;
+}
+
+function countingView(env: Env): Env {
   return new Proxy(env, {
     get(target, name) {
       const value = Reflect.get(target, name, target);
