@@ -130,9 +130,10 @@ async function retryLocked(fn) {
     try {
       return await fn();
     } catch (error) {
+      // The worker's log line may come after its answer.
+      if (objects) await sleep(300);
       if (!objects || attempt >= 3 || lockedCount() === locked) throw error;
       lockedD1Retries += 1;
-      await sleep(100);
     }
   }
 }
