@@ -489,20 +489,17 @@ async function answer(
     const row = await getLease(services.db, lease.id);
     settled = row ? { lease: row, creates: null } : null;
   }
-  if (tried.kind === "rented" || tried.kind === "stopped_meanwhile") {
-    // The creates the settlement read, when it committed: no second read for the answer.
-    const view = settled?.creates
-      ? toLease(settled.lease, settled.creates)
-      : await leaseView(services, settled?.lease ?? lease);
-    return { ok: true, lease: view, created: true };
-  }
+  // The creates the settlement read, when it committed: no second read for the answer.
+  const creates = async () => settled?.creates ?? (await listCreates(services.db, lease.id));
+  if (tried.kind === "rented" || tried.kind === "stopped_meanwhile")
+    return { ok: true, lease: toLease(settled?.lease ?? lease, await creates()), created: true };
   if (tried.kind === "unknown") {
     return {
       ok: false,
       refusal: new RentRefusal("provider_error", `${error}; the lease is being torn down`, { lease_id: lease.id }),
     };
   }
-  const attempts = attemptsOf(await listCreates(services.db, lease.id));
+  const attempts = attemptsOf(await creates());
   return {
     ok: false,
     refusal: new RentRefusal("no_capacity", `${error}: every attempt was refused`, { attempts, lease_id: lease.id }),
