@@ -19,7 +19,7 @@ const app = createApp();
 
 export default {
   fetch: app.fetch,
-  async scheduled(controller, env, ctx) {
+  async scheduled(controller, env, _ctx) {
     // Never throws before the reaper: a malformed var is logged, and the reaper runs on the last
     // valid settings (or the defaults); no schedule rents on settings nobody meant, but the
     // dispatcher still enforces the budget.
@@ -39,27 +39,25 @@ export default {
     switch (controller.cron) {
       case DISPATCHER_CRON:
         // Then the webhook outbox: catches up anything a lost wake left (at most a minute late).
-        ctx.waitUntil(
-          runDispatcher(services, controller.scheduledTime, { schedules: invalid.length === 0 }).finally(() =>
-            services.outbox.wake(),
-          ),
+        // Awaited, not left to waitUntil: the invocation (and `wrangler dev`'s /__scheduled, which
+        // the README fires by hand before reading what the run did) ends when its work has.
+        await runDispatcher(services, controller.scheduledTime, { schedules: invalid.length === 0 }).finally(() =>
+          services.outbox.wake(),
         );
         break;
       case REAPER_CRON:
         // After the reaper, what the providers billed beside the ledger (src/billing), then the
         // pruning of old history (src/retention); their own failures never fail the reaper run.
         // Then the webhook outbox.
-        ctx.waitUntil(
-          runReaper(services)
-            .then(async (run) => {
-              if (run.mode === "enforce")
-                await reconcileBilling(services).catch((error) =>
-                  services.log.warn("billing_reconciliation_failed", { error }),
-                );
-            })
-            .finally(() => pruneHistory(services).catch((error) => services.log.warn("retention_failed", { error })))
-            .finally(() => services.outbox.wake()),
-        );
+        await runReaper(services)
+          .then(async (run) => {
+            if (run.mode === "enforce")
+              await reconcileBilling(services).catch((error) =>
+                services.log.warn("billing_reconciliation_failed", { error }),
+              );
+          })
+          .finally(() => pruneHistory(services).catch((error) => services.log.warn("retention_failed", { error })))
+          .finally(() => services.outbox.wake());
         break;
       default:
         services.log.warn("unknown_cron", { cron: controller.cron });
