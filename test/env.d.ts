@@ -9,3 +9,9 @@ declare namespace Cloudflare {
     ENDPOINT_SCALE_DOWNS: string;
   }
 }
+
+/** The pool's own module (what `cloudflare:test` is built on); only what test/setup.ts uses. */
+declare module "cloudflare:test-internal" {
+  /** Waits for every `waitUntil` promise registered so far, Durable Objects' included. */
+  export function waitForGlobalWaitUntil(): Promise<void>;
+}

@@ -1,4 +1,4 @@
-import { runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeEach, describe, expect, it } from "vitest";
 import type { Lease } from "../../src/leases/schema";
@@ -304,7 +304,6 @@ describe("idempotency and limits", () => {
 
 describe("the keeper survives", () => {
   it("eviction mid-loop: the loop continues from its stored state", async () => {
-    const { evictDurableObject } = await import("cloudflare:test");
     const lease = await rentOk();
     await fireNext(lease.id);
     await evictDurableObject(keeper(lease.id));

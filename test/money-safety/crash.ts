@@ -1,4 +1,4 @@
-import { createExecutionContext, createScheduledController } from "cloudflare:test";
+import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import worker from "../../src/index";
 import { REAPER_CRON } from "../../src/worker-crons";
@@ -204,7 +204,6 @@ export async function rentWithCrash(
 export async function runReaperCron(clock: TestClock): Promise<void> {
   const ctx = createExecutionContext();
   await worker.scheduled(createScheduledController({ scheduledTime: clock.now, cron: REAPER_CRON }), env, ctx);
-  const { waitOnExecutionContext } = await import("cloudflare:test");
   await waitOnExecutionContext(ctx);
 }
 
