@@ -2,9 +2,9 @@ import { accessSync, constants } from "node:fs";
 import { availableParallelism } from "node:os";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-pool-workers";
 import { defineConfig, type TestProjectInlineConfiguration } from "vitest/config";
-import { BaseSequencer, type TestSpecification } from "vitest/node";
 // @ts-expect-error: plain ESM script, also run on its own by npm scripts; no type declarations
 import { copyDocsAssets } from "./scripts/docs-assets.mjs";
+import { longFirst } from "./test/support/long-first";
 
 /**
  * workerd keeps Durable Object and D1 storage as SQLite files under the temp folder (miniflare
@@ -115,11 +115,7 @@ async function workersProject(include: string[], exclude: string[]): Promise<Tes
   };
 }
 
-/**
- * The files that take seconds, longest first. Vitest orders files by the durations it cached on
- * an earlier run, and by size when it has none (a fresh clone, CI): these small files, which
- * register big matrices, would then start last and leave one worker running them alone.
- */
+/** The files that take seconds, longest first (see test/support/long-first.ts). */
 const LONG_FIRST = [
   "test/graphql-transport.test.ts",
   "test/robustness/fuzz.test.ts",
@@ -137,24 +133,9 @@ const LONG_FIRST = [
 /** The Node suites first: a second of work while the first workerd starts. */
 const PROJECT_ORDER = ["pure", "workers"];
 
-class LongFirst extends BaseSequencer {
-  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
-    const base = await super.sort(files);
-    const rank = (spec: TestSpecification) => {
-      const at = LONG_FIRST.findIndex((file) => spec.moduleId.endsWith(file));
-      return at === -1 ? LONG_FIRST.length : at;
-    };
-    const project = (spec: TestSpecification) => PROJECT_ORDER.indexOf(spec.project.name);
-    return base
-      .map((spec, at) => ({ spec, at }))
-      .sort((a, b) => project(a.spec) - project(b.spec) || rank(a.spec) - rank(b.spec) || a.at - b.at)
-      .map(({ spec }) => spec);
-  }
-}
-
 export default defineConfig(async () => ({
   test: {
-    sequence: { sequencer: LongFirst },
+    sequence: { sequencer: longFirst(LONG_FIRST, PROJECT_ORDER) },
     // One more worker than cores: a workerd file waits on its storage and its runtime between
     // calls, and the extra worker fills those waits (on 2 cores, before storage moved to memory:
     // 2 workers 104 s, 3 workers 89 s, 4 workers 95 s). `--maxWorkers` overrides it.

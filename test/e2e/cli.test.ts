@@ -30,8 +30,8 @@ function gpulease(args: string[], env: Record<string, string> = {}): Promise<Run
   });
 }
 
-async function ok(args: string[]): Promise<Run> {
-  const run = await gpulease(args);
+async function ok(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  const run = await gpulease(args, env);
   if (run.code !== 0) throw new Error(`gpulease ${args.join(" ")} exited ${run.code}: ${run.stderr}`);
   return run;
 }
@@ -83,19 +83,36 @@ function busiestMinute(times: number[]): number {
   return Math.max(0, ...times.map((start) => times.filter((t) => t >= start && t < start + 60_000).length));
 }
 
+/**
+ * The follow's own token (read, rent, stop): it spends its minute's budget while the other
+ * commands run beside it on the admin's, as two people would.
+ */
+let follower: Record<string, string>;
+
 beforeAll(async () => {
   // Ollama answers a few seconds after the machine runs.
   await simConfig({ boot_seconds: BOOT_SECONDS, ready_seconds: 4, linger_seconds: 1 });
+  const res = await fetch(`${base}/v1/tokens`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${adminToken}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ name: "cli-follow", scopes: ["read", "rent", "stop"] }),
+  });
+  expect(res.status).toBe(201);
+  follower = { GPULEASE_TOKEN: ((await res.json()) as { token: string }).token };
 });
 
+/**
+ * The commands run beside the long follow (`test.concurrent`): the suite waits on the sim's boot
+ * once, not once per command. stop-all, which would stop the follow's lease, runs after them.
+ */
 describe("gpulease", () => {
-  test("npx gpulease resolves the package's bin", async () => {
+  test.concurrent("npx gpulease resolves the package's bin", async ({ expect }) => {
     const { stdout } = await promisify(execFile)("npx", ["--no-install", "gpulease", "--help"], { cwd: root });
     expect(stdout).toMatch(/Usage: gpulease/);
     expect(stdout).toMatch(/rent/);
   });
 
-  test("offers: an aligned table, and the API's JSON with --json", async () => {
+  test.concurrent("offers: an aligned table, and the API's JSON with --json", async ({ expect }) => {
     const table = await ok(["offers", "--gpu", "4090", "--provider", "sim"]);
     const lines = table.stdout.trim().split("\n");
     expect(lines[0]).toMatch(/^OFFER\s+GPU\s+VRAM_GB\s+PER_HOUR/);
@@ -107,24 +124,29 @@ describe("gpulease", () => {
     expect(json.offers[0]).toMatchObject({ provider: "sim", gpu: expect.stringContaining("4090") });
   });
 
-  test("rent --follow lives through a boot longer than the rate window at the default limits, waits out a 429, then ls, show, events, stop", async () => {
+  test.concurrent("rent --follow lives through a boot longer than the rate window at the default limits, waits out a 429, then ls, show, events, stop", async ({
+    expect,
+  }) => {
     const proxy = await countingProxy();
     const started = Date.now();
     const renting = gpulease(["rent", "--provider", "sim", "--gpu", "4090", "--max-minutes", "5", "--follow"], {
+      ...follower,
       GPULEASE_URL: proxy.url,
     });
     // Meanwhile the same token spends its minute's 60 requests elsewhere: the CLI meets 429s.
     await new Promise((resolve) => setTimeout(resolve, 20_000));
     const spent = [];
     for (let i = 0; i < 120; i++) {
-      const res = await fetch(`${base}/v1/offers?provider=sim`, { headers: { Authorization: `Bearer ${adminToken}` } });
+      const res = await fetch(`${base}/v1/offers?provider=sim`, {
+        headers: { Authorization: `Bearer ${follower.GPULEASE_TOKEN}` },
+      });
       spent.push(res.status);
       await res.body?.cancel();
       if (res.status === 429) break;
     }
     console.log(`the token's own requests: ${spent.filter((c) => c === 200).length} admitted before the first 429`);
     expect(spent).toContain(429);
-    const waited = await gpulease(["ls", "--json"]);
+    const waited = await gpulease(["ls", "--json"], follower);
     expect(waited.code).toBe(0);
     expect(waited.stderr).toMatch(/rate limited by the worker: waiting \d+ s \(Retry-After\), then going on/);
     expect(JSON.parse(waited.stdout)).toHaveProperty("leases");
@@ -149,19 +171,19 @@ describe("gpulease", () => {
     expect(url).toMatch(/\/sim\/ollama\/sim-[0-9a-f]+$/);
     expect(rent.stdout).toContain(`openai: ${url}/v1`);
 
-    const ls = JSON.parse((await ok(["ls", "--json"])).stdout) as {
+    const ls = JSON.parse((await ok(["ls", "--json"], follower)).stdout) as {
       leases: { id: string; access: { urls: string[] } }[];
     };
     const lease = ls.leases.find((l) => l.access?.urls.includes(url));
     expect(lease).toBeDefined();
     const id = (lease as { id: string }).id;
-    expect((await ok(["ls"])).stdout).toMatch(new RegExp(`${id}\\s.*running`));
-    expect((await ok(["show", id])).stdout).toMatch(/status\s+running/);
-    expect(JSON.parse((await ok(["show", id, "--json"])).stdout)).toMatchObject({ id, status: "running" });
-    expect((await ok(["events", id])).stdout).toMatch(/running/);
+    expect((await ok(["ls"], follower)).stdout).toMatch(new RegExp(`${id}\\s.*running`));
+    expect((await ok(["show", id], follower)).stdout).toMatch(/status\s+running/);
+    expect(JSON.parse((await ok(["show", id, "--json"], follower)).stdout)).toMatchObject({ id, status: "running" });
+    expect((await ok(["events", id], follower)).stdout).toMatch(/running/);
 
-    const follow = gpulease(["events", id, "--follow", "--json"]);
-    expect((await ok(["stop", id])).stdout).toMatch(/is stopping/);
+    const follow = gpulease(["events", id, "--follow", "--json"], follower);
+    expect((await ok(["stop", id], follower)).stdout).toMatch(/is stopping/);
     const streamed = await follow;
     expect(streamed.code).toBe(0);
     const kinds = streamed.stdout
@@ -171,13 +193,13 @@ describe("gpulease", () => {
     expect(kinds).toContain("running");
     expect(kinds).toContain("stop_requested");
     expect(kinds[kinds.length - 1]).toBe("stopped");
-    expect(JSON.parse((await ok(["stop", id, "--json"])).stdout)).toEqual({ ok: true, already: true });
-    const all = (await ok(["ls", "--all"])).stdout;
+    expect(JSON.parse((await ok(["stop", id, "--json"], follower)).stdout)).toEqual({ ok: true, already: true });
+    const all = (await ok(["ls", "--all"], follower)).stdout;
     expect(all.split("\n")[0]).toMatch(/\sENDED$/);
     expect(all).toMatch(new RegExp(`${id}\\s.*stopped\\s.*requested · verified`));
   }, 360_000);
 
-  test("schedules add, ls, run, rm and account", { timeout: 180_000 }, async () => {
+  test.concurrent("schedules add, ls, run, rm and account", { timeout: 180_000 }, async ({ expect }) => {
     const added = JSON.parse(
       (
         await ok([
@@ -219,7 +241,7 @@ describe("gpulease", () => {
     expect(tooMany.stderr).toMatch(/^error: invalid_request: /);
   });
 
-  test("endpoint create, ls, show and rm", async () => {
+  test.concurrent("endpoint create, ls, show and rm", async ({ expect }) => {
     const created = await ok([
       "endpoint",
       "create",
@@ -246,14 +268,9 @@ describe("gpulease", () => {
     expect(gone.stderr.trim()).toMatch(/^error: not_found: /);
   });
 
-  test("stop-all needs --yes (exit 2), then stops everything", async () => {
-    const refused = await gpulease(["stop-all"]);
-    expect(refused.code).toBe(2);
-    expect(refused.stderr).toMatch(/--yes/);
-    expect(JSON.parse((await ok(["stop-all", "--yes", "--json"])).stdout)).toMatchObject({ ok: true });
-  });
-
-  test("exit codes: 1 with the API's code and sentence on one line, 2 for usage errors", async () => {
+  test.concurrent("exit codes: 1 with the API's code and sentence on one line, 2 for usage errors", async ({
+    expect,
+  }) => {
     const wrongToken = await gpulease(["ls"], { GPULEASE_TOKEN: "gl_not_a_real_token_0000000000" });
     expect(wrongToken.code).toBe(1);
     expect(wrongToken.stderr.trim()).toMatch(/^error: unauthorized: .+$/);
@@ -290,5 +307,12 @@ describe("gpulease", () => {
     const unreachable = await gpulease(["ls"], { GPULEASE_URL: "http://127.0.0.1:9" });
     expect(unreachable.code).toBe(1);
     expect(unreachable.stderr.trim()).toMatch(/^error: unreachable: cannot reach http:\/\/127\.0\.0\.1:9/);
+  });
+
+  test("stop-all needs --yes (exit 2), then stops everything", async () => {
+    const refused = await gpulease(["stop-all"]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/--yes/);
+    expect(JSON.parse((await ok(["stop-all", "--yes", "--json"])).stdout)).toMatchObject({ ok: true });
   });
 });

@@ -15,13 +15,15 @@ const PHONE = { width: 390, height: 844 };
 
 let browser: Browser;
 let tourLease: Record<string, unknown> | undefined;
+/** The page tour's own admin token: it runs beside the live test, each within its own minute's budget. */
+let tourToken: string;
 /** console errors and uncaught exceptions of every page the suite opens (the cross-site one excepted) */
 const consoleErrors: string[] = [];
 
-async function api(path: string, init: { method?: string; json?: unknown } = {}) {
+async function api(path: string, init: { method?: string; json?: unknown; token?: string } = {}) {
   const res = await fetch(`${base}${path}`, {
     method: init.method ?? (init.json === undefined ? "GET" : "POST"),
-    headers: { Authorization: `Bearer ${admin}`, "Content-Type": "application/json" },
+    headers: { Authorization: `Bearer ${init.token ?? admin}`, "Content-Type": "application/json" },
     body: init.json === undefined ? undefined : JSON.stringify(init.json),
   });
   if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
@@ -76,9 +78,11 @@ beforeAll(async () => {
   // A boot of a minute, as a real provider's is at least, at the default rate limits: the live
   // page must follow it without running into the API's 60 requests a minute.
   await api("/v1/sim/config", { method: "PUT", json: { boot_seconds: 60, ready_seconds: 1, linger_seconds: 1 } });
-  // The every-page tour needs a running lease: it boots while the first tests run.
+  tourToken = String((await api("/v1/tokens", { json: { name: "e2e-tour", scopes: ["admin"] } })).token);
+  // The every-page tour needs a running lease: it boots while the tour's other pages are drawn.
   tourLease = await api("/v1/leases", {
     json: { provider: "sim", gpu: "4090", max_minutes: 90, max_cost: 2, name: "nightly-embed" },
+    token: tourToken,
   });
   browser = await chromium.launch({
     executablePath: "/usr/bin/chromium",
@@ -100,10 +104,14 @@ afterAll(async () => {
   if (tourLease) await api(`/v1/leases/${tourLease.id}/stop`, { method: "POST" });
 });
 
+/**
+ * The live test and the page tour run side by side (`it.concurrent`): both wait on a sim boot of
+ * a minute, the first watching its lease, the second drawing the pages that need no running lease.
+ */
 describe("the dashboard in a browser", () => {
-  it("signs in, rents on the sim, sees it run live without a reload, stops it and sees the teardown verified", {
+  it.concurrent("signs in, rents on the sim, sees it run live without a reload, stops it and sees the teardown verified", {
     timeout: 240_000,
-  }, async () => {
+  }, async ({ expect }) => {
     const context = await browser.newContext({ viewport: DESKTOP });
     const page = await signIn(context, admin);
 
@@ -153,6 +161,86 @@ describe("the dashboard in a browser", () => {
     expect(await page.locator("#events").textContent()).toContain("the provider confirms the machine is gone");
     await context.close();
   });
+
+  it.concurrent("every page: no serious or critical axe-core violation in light and dark, screenshots at desktop and phone width", async ({
+    expect,
+  }) => {
+    const lease = tourLease as Record<string, unknown>;
+    const schedule = await api("/v1/schedules", {
+      json: {
+        name: "nightly",
+        cron: "0 2 * * *",
+        timezone: "Europe/Berlin",
+        lease: { provider: "sim", gpu: "4090", max_minutes: 60 },
+      },
+      token: tourToken,
+    });
+    // A run of the schedule, so its page draws its runs chart.
+    const run = await api(`/v1/schedules/${schedule.id}/run`, { method: "POST", token: tourToken });
+    await api("/v1/tokens", { json: { name: "nightly-batch", scopes: ["read", "rent", "stop"] }, token: tourToken });
+    await fetch(`${base}/__scheduled?cron=${encodeURIComponent("*/10 * * * *")}`);
+
+    // axe-core is injected as an inline script, which the dashboard's CSP (rightly) refuses
+    const context = await browser.newContext({ viewport: DESKTOP, bypassCSP: true, timezoneId: "America/New_York" });
+    const login = await newPage(context);
+    await login.goto(`${base}/login`);
+    expect(await seriousViolations(login)).toEqual([]);
+    await shoot(login, "login");
+    await login.close();
+
+    const page = await signIn(context, tourToken);
+    const tour = async (pages: [string, string][]) => {
+      for (const [name, path] of pages) {
+        await page.goto(`${base}${path}`);
+        // the Spend page and the schedule's page draw their chart (an accessible SVG) with data
+        if (name === "account" || name === "schedule") {
+          expect(await page.locator('svg[role="img"]').count(), name).toBe(1);
+        }
+        expect(await seriousViolations(page), `${name} (light)`).toEqual([]);
+        // dark mode changes only colours: its contrast is checked
+        await page.emulateMedia({ colorScheme: "dark" });
+        expect(await seriousViolations(page, ["color-contrast"]), `${name} (dark)`).toEqual([]);
+        await page.emulateMedia({ colorScheme: "light" });
+        await shoot(page, name);
+      }
+    };
+    // While the tour's lease boots: the pages that do not show it.
+    await tour([
+      ["offers", "/offers?provider=sim"],
+      ["rent", "/rent?provider=sim&gpu=4090"],
+      ["schedules", "/schedules"],
+      ["schedule", `/schedules/${schedule.id}`],
+      ["account", "/account"],
+      ["reaper", "/reaper"],
+      ["tokens", "/tokens"],
+      ["endpoints", "/endpoints"],
+    ]);
+    // the rent confirmation
+    await page.goto(`${base}/rent?provider=sim&gpu=4090`);
+    await page.getByLabel(/Max\. minutes/).fill("45");
+    await page.getByRole("button", { name: "Review cost" }).click();
+    expect(await seriousViolations(page)).toEqual([]);
+    await shoot(page, "rent-confirm");
+
+    // Then the leases page with the lease running, and the lease's own page.
+    await page.goto(`${base}/`);
+    await page.locator(`tr[data-lease-id="${lease.id}"][data-status="running"]`).waitFor({ timeout: 120_000 });
+    // times show in the viewer's zone, with UTC on hover
+    await page.goto(`${base}/leases/${lease.id}`);
+    const created = page.locator("#events time").first();
+    expect(await created.textContent()).toMatch(/EST|EDT/);
+    expect(await created.getAttribute("title")).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
+    await tour([
+      ["leases", "/"],
+      ["lease", `/leases/${lease.id}`],
+    ]);
+    // the leases page in the dark
+    await page.emulateMedia({ colorScheme: "dark" });
+    await page.goto(`${base}/`);
+    await shoot(page, "leases-dark");
+    await api(`/v1/leases/${run.id}/stop`, { method: "POST", token: tourToken });
+    await context.close();
+  }, 180_000);
 
   it("shows a read-only token no Stop button, and sends its page to sign-in the moment the token is revoked", async () => {
     const lease = await api("/v1/leases", {
@@ -204,74 +292,6 @@ describe("the dashboard in a browser", () => {
     await api(`/v1/leases/${lease.id}/stop`, { method: "POST" });
     await context.close();
   });
-
-  it("every page: no serious or critical axe-core violation in light and dark, screenshots at desktop and phone width", async () => {
-    const lease = tourLease as Record<string, unknown>;
-    const schedule = await api("/v1/schedules", {
-      json: {
-        name: "nightly",
-        cron: "0 2 * * *",
-        timezone: "Europe/Berlin",
-        lease: { provider: "sim", gpu: "4090", max_minutes: 60 },
-      },
-    });
-    // A run of the schedule, so its page draws its runs chart.
-    const run = await api(`/v1/schedules/${schedule.id}/run`, { method: "POST" });
-    await api("/v1/tokens", { json: { name: "nightly-batch", scopes: ["read", "rent", "stop"] } });
-    await fetch(`${base}/__scheduled?cron=${encodeURIComponent("*/10 * * * *")}`);
-
-    // axe-core is injected as an inline script, which the dashboard's CSP (rightly) refuses
-    const context = await browser.newContext({ viewport: DESKTOP, bypassCSP: true, timezoneId: "America/New_York" });
-    const login = await newPage(context);
-    await login.goto(`${base}/login`);
-    expect(await seriousViolations(login)).toEqual([]);
-    await shoot(login, "login");
-    await login.close();
-
-    const page = await signIn(context, admin);
-    await page.locator(`tr[data-lease-id="${lease.id}"][data-status="running"]`).waitFor({ timeout: 120_000 });
-    const pages: [string, string][] = [
-      ["leases", "/"],
-      ["lease", `/leases/${lease.id}`],
-      ["offers", "/offers?provider=sim"],
-      ["rent", "/rent?provider=sim&gpu=4090"],
-      ["schedules", "/schedules"],
-      ["schedule", `/schedules/${schedule.id}`],
-      ["account", "/account"],
-      ["reaper", "/reaper"],
-      ["tokens", "/tokens"],
-      ["endpoints", "/endpoints"],
-    ];
-    // times show in the viewer's zone, with UTC on hover
-    await page.goto(`${base}/leases/${lease.id}`);
-    const created = page.locator("#events time").first();
-    expect(await created.textContent()).toMatch(/EST|EDT/);
-    expect(await created.getAttribute("title")).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
-    for (const [name, path] of pages) {
-      await page.goto(`${base}${path}`);
-      // the Spend page and the schedule's page draw their chart (an accessible SVG) with data
-      if (name === "account" || name === "schedule") {
-        expect(await page.locator('svg[role="img"]').count(), name).toBe(1);
-      }
-      expect(await seriousViolations(page), `${name} (light)`).toEqual([]);
-      // dark mode changes only colours: its contrast is checked
-      await page.emulateMedia({ colorScheme: "dark" });
-      expect(await seriousViolations(page, ["color-contrast"]), `${name} (dark)`).toEqual([]);
-      await page.emulateMedia({ colorScheme: "light" });
-      await shoot(page, name);
-    }
-    // the rent confirmation, and the leases page in the dark
-    await page.goto(`${base}/rent?provider=sim&gpu=4090`);
-    await page.getByLabel(/Max\. minutes/).fill("45");
-    await page.getByRole("button", { name: "Review cost" }).click();
-    expect(await seriousViolations(page)).toEqual([]);
-    await shoot(page, "rent-confirm");
-    await page.emulateMedia({ colorScheme: "dark" });
-    await page.goto(`${base}/`);
-    await shoot(page, "leases-dark");
-    await api(`/v1/leases/${run.id}/stop`, { method: "POST" });
-    await context.close();
-  }, 180_000);
 
   it("/docs renders the API reference from the worker's own script under its CSP, and nothing leaves the origin", async () => {
     const context = await browser.newContext({ viewport: DESKTOP });
