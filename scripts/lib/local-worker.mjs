@@ -43,6 +43,7 @@ export async function startWorker({
   main = null,
   configs = null,
   persistFrom = null,
+  keepWarm = false,
 } = {}) {
   port ??= await freePort();
   copyDocsAssets();
@@ -90,6 +91,7 @@ export async function startWorker({
     }
     await new Promise((r) => setTimeout(r, 500));
   }
+  const warm = keepWarm ? keepConnectionsWarm(base) : null;
   const api = (path, init = {}) =>
     fetch(`${base}${path}`, {
       ...init,
@@ -103,6 +105,7 @@ export async function startWorker({
     return body;
   };
   const stop = async () => {
+    if (warm) clearInterval(warm);
     if (child.exitCode === null) {
       const exited = new Promise((r) => child.once("exit", r));
       child.kill("SIGTERM");
@@ -158,6 +161,25 @@ export function migrationsScript() {
 );`;
   const rows = names.map((name) => `INSERT INTO d1_migrations (name) VALUES ('${name}');`);
   return [...names.map((name) => readFileSync(join(folder, name), "utf8")), table, ...rows].join("\n");
+}
+
+/**
+ * `wrangler dev` forwards each request from its proxy to the worker over pooled connections, and
+ * both ends drop a connection idle for 5 s: a request sent on one just then fails, and a POST is
+ * answered 503 "Your worker restarted mid-request" though nothing restarted
+ * (cloudflare/workers-sdk#14641, not fixed in the wrangler this project pins). The pool hands out
+ * the connection returned last, so two requests every second keep the ones a request gets fresh.
+ */
+function keepConnectionsWarm(base) {
+  const timer = setInterval(() => {
+    for (let i = 0; i < 2; i++) {
+      fetch(`${base}/health`, { signal: AbortSignal.timeout(5_000) })
+        .then((res) => res.body?.cancel())
+        .catch(() => undefined);
+    }
+  }, 1_000);
+  timer.unref();
+  return timer;
 }
 
 /** Runs a command to its end: its exit status and combined output. */

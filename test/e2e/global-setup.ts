@@ -73,6 +73,7 @@ async function startSuite(suite: Suite, registryUrl: string) {
         port: options.port,
         // Every suite meets the default rate limits (60 requests, 10 rentals a minute), as a user does.
         liftRateLimits: false,
+        keepWarm: true,
         vars: [
           "--var",
           "MAX_ACTIVE_LEASES:50",
