@@ -33,6 +33,7 @@ let worker;
 let profiler; // null in the pass that reads the process's CPU instead
 let objectsProfiler; // the Durable Objects' own worker, in the profiled pass
 let objects; // that worker
+let splitDir; // the folder of its two configs
 let workerd;
 /** kind → [{ samples, calls, processMs }] */
 let measured = new Map();
@@ -161,6 +162,7 @@ async function pass(profiled) {
     // Each invocation in the isolate Cloudflare bills it to: the Durable Objects in a worker of
     // their own (bench/lib/split-config.mjs), profiled apart.
     const configs = writeSplitConfigs(root);
+    splitDir = configs.dir;
     objects = await startWorker({ configs: [configs.objects], vars });
     worker = await startWorker({ configs: [configs.worker], persistFrom: objects.persist, vars });
     worker.json = retryingLockedD1(worker.json);
@@ -308,6 +310,8 @@ async function pass(profiled) {
     await worker.stop();
     await objects?.stop();
     objects = null;
+    if (splitDir) rmSync(splitDir, { recursive: true, force: true });
+    splitDir = null;
     await cloud.close();
   }
 

@@ -2,6 +2,7 @@ import { runInDurableObject } from "cloudflare:test";
 import { waitForGlobalWaitUntil } from "cloudflare:test-internal";
 import { env } from "cloudflare:workers";
 import { afterAll } from "vitest";
+import { OUTBOX_SENDER } from "../src/webhooks/wake";
 import { freshState } from "./support/fresh";
 import { installInstantSleep } from "./support/timing";
 
@@ -24,5 +25,7 @@ afterAll(async () => {
     waitForGlobalWaitUntil().catch(() => undefined),
     new Promise((resolve) => setTimeout(resolve, BACKGROUND_BOUND_MS)),
   ]);
-  await runInDurableObject(env.WEBHOOK_SENDER.getByName("outbox"), (_sender, state) => state.storage.deleteAlarm());
+  await runInDurableObject(env.WEBHOOK_SENDER.getByName(OUTBOX_SENDER), (_sender, state) =>
+    state.storage.deleteAlarm(),
+  );
 });

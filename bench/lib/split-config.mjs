@@ -11,7 +11,7 @@ import { join, resolve } from "node:path";
 
 export const OBJECTS_SCRIPT = "gpulease-objects";
 
-/** Writes the two configs; returns their paths. */
+/** Writes the two configs; returns their paths and the folder they are in (the caller removes it). */
 export function writeSplitConfigs(root) {
   const toml = readFileSync(join(root, "wrangler.toml"), "utf8");
   const absolute = toml
@@ -40,7 +40,7 @@ export function writeSplitConfigs(root) {
     if (!/^main = "\//m.test(text) || (name === "worker" && !text.includes("script_name")))
       throw new Error(`split config ${name}: wrangler.toml's layout is not what bench/lib/split-config.mjs expects`);
   const dir = mkdtempSync(join(tmpdir(), "gpulease-split-"));
-  const paths = { worker: join(dir, "worker.toml"), objects: join(dir, "objects.toml") };
+  const paths = { dir, worker: join(dir, "worker.toml"), objects: join(dir, "objects.toml") };
   writeFileSync(paths.worker, worker);
   writeFileSync(paths.objects, objects);
   return paths;

@@ -32,7 +32,7 @@ export function freePort() {
  * and stop(). `main`: another entry than wrangler.toml's (a bench's instrumented worker).
  * `configs`: other wrangler configs than wrangler.toml; `persistFrom`: the state folder of a worker
  * already started, shared (bench/lib/split-config.mjs runs the Durable Objects in a worker of their
- * own that way).
+ * own that way). `keepWarm`: two /health requests a second while it runs (keepConnectionsWarm).
  */
 export async function startWorker({
   port,

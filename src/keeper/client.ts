@@ -1,7 +1,7 @@
 import type { AdmissionFacts } from "../gateway/admission";
 import type { UsageSample } from "../gateway/usage";
 import type { CreateRecord, FoundMachine } from "../leases/create-records";
-import type { LeaseRow, NewEvent } from "../leases/ledger";
+import { getLease, type LeaseRow, type NewEvent } from "../leases/ledger";
 import type { StopReason } from "../leases/schema";
 import type { ProviderName } from "../providers/types";
 
@@ -27,6 +27,12 @@ export type ClaimResult = { claimed: boolean; reopened: boolean; detail: string 
 export interface Settled {
   lease: LeaseRow;
   creates: CreateRecord[] | null;
+}
+
+/** The lease as the ledger has it now, when no settlement committed (its creates unread). */
+export async function readSettled(db: D1Database, leaseId: string): Promise<Settled | null> {
+  const row = await getLease(db, leaseId);
+  return row ? { lease: row, creates: null } : null;
 }
 
 /**

@@ -26,7 +26,7 @@ import { recordBandwidthSample } from "../offers/measured";
 import type { OllamaProbe, Provider, ProviderName } from "../providers/types";
 import { createServices, hidingValues, type Services } from "../services";
 import { announces } from "../webhooks/outbox";
-import type { ClaimResult, Settled, SettleReport, StopResult } from "./client";
+import { type ClaimResult, readSettled, type Settled, type SettleReport, type StopResult } from "./client";
 import { claimInOneBatch, commitStep, isEmptyWrite, observe, reopenInOneBatch, type StepWrite } from "./commit";
 import {
   capReached,
@@ -174,10 +174,7 @@ export class LeaseKeeper extends DurableObject<Env> {
         break;
       }
     }
-    if (!settled) {
-      const row = await getLease(services.db, leaseId);
-      settled = row ? { lease: row, creates: null } : null;
-    }
+    settled ??= await readSettled(services.db, leaseId);
     if (settled && settled.lease.status !== "stopped") {
       const soon = settled.lease.status === "stopping" || settled.lease.provider_ref === null;
       await this.armAt(soon ? now + 1000 : now + services.config.pollIntervalS * 1000);

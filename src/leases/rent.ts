@@ -1,6 +1,6 @@
 import { rentalBreach } from "../account/budget";
 import { loadSpend, roundUsd } from "../account/spend";
-import type { Settled } from "../keeper/client";
+import { readSettled, type Settled } from "../keeper/client";
 import { randomSecret, sha256Hex } from "../lib/crypto";
 import { newId } from "../lib/ids";
 import { scrubError, scrubText, secretsOf } from "../lib/scrub";
@@ -29,7 +29,6 @@ import { newInferenceKey, sealInferenceKey } from "./inference-key";
 import {
   appendEvents,
   deleteUnsentLease,
-  getLease,
   getLeaseByIdempotencyKey,
   insertLease,
   type LeaseRow,
@@ -486,8 +485,7 @@ async function answer(
       ...events,
       { kind: "keeper_start_failed", detail: `${safeMessage(services, failure)}; its next alarm settles the lease` },
     ]).catch(() => undefined);
-    const row = await getLease(services.db, lease.id);
-    settled = row ? { lease: row, creates: null } : null;
+    settled = await readSettled(services.db, lease.id);
   }
   // The creates the settlement read, when it committed: no second read for the answer.
   const creates = async () => settled?.creates ?? (await listCreates(services.db, lease.id));

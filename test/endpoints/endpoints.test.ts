@@ -15,6 +15,7 @@ import type { Lease } from "../../src/leases/schema";
 import { createServices } from "../../src/services";
 import { simCloud } from "../../src/sim/cloud";
 import { signatureHeader, standardWebhookHeaders } from "../../src/webhooks/signing";
+import { OUTBOX_SENDER } from "../../src/webhooks/wake";
 import { issueToken } from "../auth/tokens-helper";
 import { browse, signIn } from "../dashboard/support";
 import { type FakeService, type InstalledFakes, installFakes } from "../fakes/install";
@@ -643,7 +644,7 @@ async function endpointHook(): Promise<{
   const { id, secret } = (await res.json()) as { id: string; secret: string };
   return {
     async delivered(count) {
-      const sender = env.WEBHOOK_SENDER.getByName("outbox");
+      const sender = env.WEBHOOK_SENDER.getByName(OUTBOX_SENDER);
       for (let i = 0; i < 50 && receiver.received.length < count; i++) {
         await runDurableObjectAlarm(sender);
         if (receiver.received.length < count) await new Promise((resolve) => setTimeout(resolve, 20));

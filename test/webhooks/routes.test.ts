@@ -3,9 +3,10 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Lease } from "../../src/leases/schema";
 import { simCloud } from "../../src/sim/cloud";
+import { OUTBOX_SENDER } from "../../src/webhooks/wake";
 import { ADMIN_TOKEN, api, errorBody } from "../helpers";
 
-const sender = () => env.WEBHOOK_SENDER.getByName("outbox");
+const sender = () => env.WEBHOOK_SENDER.getByName(OUTBOX_SENDER);
 
 async function createHook(body: Record<string, unknown>) {
   return api("/v1/webhooks", { method: "POST", json: body });
