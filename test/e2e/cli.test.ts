@@ -101,18 +101,23 @@ beforeAll(async () => {
   follower = { GPULEASE_TOKEN: ((await res.json()) as { token: string }).token };
 });
 
+/** A test that runs beside the follow shares the machine with it: slower, so a longer timeout. */
+const BESIDE_FOLLOW_MS = 180_000;
+
 /**
  * The commands run beside the long follow (`test.concurrent`): the suite waits on the sim's boot
  * once, not once per command. stop-all, which would stop the follow's lease, runs after them.
  */
 describe("gpulease", () => {
-  test.concurrent("npx gpulease resolves the package's bin", async ({ expect }) => {
+  test.concurrent("npx gpulease resolves the package's bin", { timeout: BESIDE_FOLLOW_MS }, async ({ expect }) => {
     const { stdout } = await promisify(execFile)("npx", ["--no-install", "gpulease", "--help"], { cwd: root });
     expect(stdout).toMatch(/Usage: gpulease/);
     expect(stdout).toMatch(/rent/);
   });
 
-  test.concurrent("offers: an aligned table, and the API's JSON with --json", async ({ expect }) => {
+  test.concurrent("offers: an aligned table, and the API's JSON with --json", { timeout: BESIDE_FOLLOW_MS }, async ({
+    expect,
+  }) => {
     const table = await ok(["offers", "--gpu", "4090", "--provider", "sim"]);
     const lines = table.stdout.trim().split("\n");
     expect(lines[0]).toMatch(/^OFFER\s+GPU\s+VRAM_GB\s+PER_HOUR/);
@@ -199,7 +204,7 @@ describe("gpulease", () => {
     expect(all).toMatch(new RegExp(`${id}\\s.*stopped\\s.*requested · verified`));
   }, 360_000);
 
-  test.concurrent("schedules add, ls, run, rm and account", { timeout: 180_000 }, async ({ expect }) => {
+  test.concurrent("schedules add, ls, run, rm and account", { timeout: BESIDE_FOLLOW_MS }, async ({ expect }) => {
     const added = JSON.parse(
       (
         await ok([
@@ -241,7 +246,7 @@ describe("gpulease", () => {
     expect(tooMany.stderr).toMatch(/^error: invalid_request: /);
   });
 
-  test.concurrent("endpoint create, ls, show and rm", async ({ expect }) => {
+  test.concurrent("endpoint create, ls, show and rm", { timeout: BESIDE_FOLLOW_MS }, async ({ expect }) => {
     const created = await ok([
       "endpoint",
       "create",
@@ -268,9 +273,9 @@ describe("gpulease", () => {
     expect(gone.stderr.trim()).toMatch(/^error: not_found: /);
   });
 
-  test.concurrent("exit codes: 1 with the API's code and sentence on one line, 2 for usage errors", async ({
-    expect,
-  }) => {
+  test.concurrent("exit codes: 1 with the API's code and sentence on one line, 2 for usage errors", {
+    timeout: BESIDE_FOLLOW_MS,
+  }, async ({ expect }) => {
     const wrongToken = await gpulease(["ls"], { GPULEASE_TOKEN: "gl_not_a_real_token_0000000000" });
     expect(wrongToken.code).toBe(1);
     expect(wrongToken.stderr.trim()).toMatch(/^error: unauthorized: .+$/);

@@ -1,3 +1,4 @@
+import type { EventSourceMessage } from "eventsource-parser";
 import { EventSourceParserStream } from "eventsource-parser/stream";
 import { expect } from "vitest";
 
@@ -31,17 +32,25 @@ export function leaseApi<L extends LeaseBase>(base: string, adminToken: string) 
 
   /**
    * Reads the lease's event stream (Server-Sent Events) after event `after` until an event of
-   * `kind` (or `stopped`) arrives; reconnects with Last-Event-ID if the worker ends the stream first.
+   * `kind` (or `stopped`) arrives; reconnects with Last-Event-ID, as an EventSource does, when the
+   * worker ends the stream first or the connection drops (a reused keep-alive socket the local
+   * server has just closed: ECONNRESET).
    */
   async function eventsUntil(id: string, kind: string, after = 0, timeoutMs = 90_000): Promise<LeaseEvent[]> {
     const seen: LeaseEvent[] = [];
     const signal = AbortSignal.timeout(timeoutMs);
     let last = after;
     for (;;) {
-      const res = await fetch(`${base}/v1/leases/${id}/events`, {
-        headers: { ...auth, Accept: "text/event-stream", ...(last ? { "Last-Event-ID": String(last) } : {}) },
-        signal,
-      });
+      let res: Response;
+      try {
+        res = await fetch(`${base}/v1/leases/${id}/events`, {
+          headers: { ...auth, Accept: "text/event-stream", ...(last ? { "Last-Event-ID": String(last) } : {}) },
+          signal,
+        });
+      } catch (error) {
+        if (signal.aborted || !dropped(error)) throw error;
+        continue;
+      }
       expect(res.status).toBe(200);
       const reader = (res.body as ReadableStream<BufferSource>)
         .pipeThrough(new TextDecoderStream())
@@ -49,7 +58,14 @@ export function leaseApi<L extends LeaseBase>(base: string, adminToken: string) 
         .getReader();
       try {
         for (;;) {
-          const { done, value } = await reader.read();
+          let next: ReadableStreamReadResult<EventSourceMessage>;
+          try {
+            next = await reader.read();
+          } catch (error) {
+            if (signal.aborted || !dropped(error)) throw error;
+            break;
+          }
+          const { done, value } = next;
           if (done) break;
           const event = JSON.parse(value.data) as LeaseEvent;
           last = event.seq;
@@ -94,4 +110,10 @@ export function leaseApi<L extends LeaseBase>(base: string, adminToken: string) 
   }
 
   return { api, getLease, eventsUntil, stopAndVerify, quickModelBoots, rentModel };
+}
+
+/** A connection the other end reset: the request is sent again, as a browser's EventSource would. */
+function dropped(error: unknown): boolean {
+  const cause = error instanceof Error ? (error.cause as { code?: string } | undefined) : undefined;
+  return cause?.code === "ECONNRESET" || (error as { code?: string })?.code === "ECONNRESET";
 }
